@@ -1,0 +1,29 @@
+# The two commands of the README. Both create (once) and reuse .venv from requirements.lock.
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: main test lint
+
+$(STAMP): requirements.lock pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	# torch==2.13.0 is pinned in the lock: pip takes the CPU build from this machine's disk.
+	$(BIN)/pip install --quiet -r requirements.lock
+	$(BIN)/pip install --quiet --no-deps -e .
+	touch $(STAMP)
+
+## main: set up, then run the whole pipeline on the embedded default data
+main: $(STAMP)
+	$(BIN)/hulk run
+
+## test: set up, then run lint and the whole test suite
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .

@@ -1,0 +1,147 @@
+"""Typed, validated settings loaded from params.yaml.
+
+Every tunable number lives in params.yaml. An unknown key or a value of the wrong type is a
+`ConfigError` that names the key, so a typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from hulk.errors import ConfigError
+
+DEFAULT_PARAMS = Path("params.yaml")
+
+PositiveFloat = Annotated[float, Field(gt=0)]
+PositiveInt = Annotated[int, Field(gt=0)]
+Fraction = Annotated[float, Field(ge=0, le=1)]
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Range(Section):
+    """A closed interval [low, high] that a generator draws from uniformly."""
+
+    low: float
+    high: float
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Range:
+        if self.low > self.high:
+            raise ValueError(f"low ({self.low}) must not exceed high ({self.high})")
+        return self
+
+
+class GenerateSettings(Section):
+    preset: str = "paper-47"
+    days: PositiveInt = 90
+    # Last day of the generated window (UTC). Fixed, so the same params give the same bytes.
+    end_date: dt.date = dt.date(2026, 11, 20)
+    probe_interval_s: PositiveInt = 600
+    throughput_interval_s: PositiveInt = 3600
+    throughput_sizes_bytes: list[PositiveInt] = [1 << 20, 8 << 20, 64 << 20]
+    route_inflation: Range = Range(low=1.3, high=2.2)
+    last_mile_ms: Range = Range(low=0.1, high=1.0)
+    congestion_amplitude: Fraction = 0.3
+    jitter_scale: Fraction = 0.05
+    jitter_tail_index: PositiveFloat = 2.5
+    loss_rate: Range = Range(low=0.0005, high=0.01)
+    outages_per_machine: Annotated[float, Field(ge=0)] = 0.3
+    outage_hours: Range = Range(low=1, high=24)
+    blocked_pair_fraction: Fraction = 0.1
+    drained_fraction: Fraction = 0.0
+
+
+class IngestSettings(Section):
+    window_days: PositiveInt = 90
+    latency_probe_bytes: PositiveInt = 64
+    # Duckdb resources; the ingest target is 2 GB peak on 2 cores.
+    threads: PositiveInt = 2
+    memory_limit: str = "1GB"
+
+
+class ValidateSettings(Section):
+    # Speed of light in fiber (c / 1.468): nothing reaches the other city faster.
+    fiber_km_per_ms: PositiveFloat = 204.2
+    # A pair is "strongly asymmetric" when one direction's median exceeds the other's by
+    # this factor and by at least `asymmetry_min_ms`.
+    asymmetry_ratio: PositiveFloat = 2.0
+    asymmetry_min_ms: Annotated[float, Field(ge=0)] = 5.0
+    # A machine with no probe in its last `stale_after_hours` of the window stopped reporting.
+    stale_after_hours: PositiveFloat = 24.0
+    # Clock skew tolerated before a timestamp counts as "in the future".
+    future_skew_s: Annotated[float, Field(ge=0)] = 300.0
+    examples: PositiveInt = 5
+
+
+class BandwidthTier(Section):
+    """Links up to `max_latency_ms` (None: any) get `gbps` when no bandwidth was measured."""
+
+    max_latency_ms: PositiveFloat | None
+    gbps: PositiveFloat
+
+
+class GraphSettings(Section):
+    bandwidth_tiers: list[BandwidthTier] = [
+        BandwidthTier(max_latency_ms=2, gbps=10),
+        BandwidthTier(max_latency_ms=20, gbps=2),
+        BandwidthTier(max_latency_ms=100, gbps=1),
+        BandwidthTier(max_latency_ms=None, gbps=0.3),
+    ]
+    default_gpu_count: PositiveInt = 8
+
+
+class Settings(Section):
+    seed: int = 7
+    data_dir: Path = Path("data")
+    generate: GenerateSettings = GenerateSettings()
+    ingest: IngestSettings = IngestSettings()
+    validate_: ValidateSettings = Field(default=ValidateSettings(), alias="validate")
+    graph: GraphSettings = GraphSettings()
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
+
+    @property
+    def validation(self) -> ValidateSettings:
+        return self.validate_
+
+
+def _describe(error: dict) -> str:
+    key = ".".join(str(part) for part in error["loc"]) or "(top level)"
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return f"{key}: unknown key"
+    return f"{key}: {error['msg']} (got {error.get('input')!r})"
+
+
+def settings_from_dict(raw: dict, source: str = "params") -> Settings:
+    """Build settings from a plain dict, naming every bad key in one error."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: expected a mapping at the top level")
+    # YAML reads 'data_dir: data' as a string; paths are the one lenient field.
+    if isinstance(raw.get("data_dir"), str):
+        raw = {**raw, "data_dir": Path(raw["data_dir"])}
+    try:
+        return Settings.model_validate(raw)
+    except ValidationError as exc:
+        problems = "\n".join(f"  {_describe(e)}" for e in exc.errors())
+        raise ConfigError(f"{source}: invalid settings\n{problems}") from None
+
+
+def load_settings(path: str | Path = DEFAULT_PARAMS) -> Settings:
+    """Load params.yaml; a missing file gives the defaults."""
+    path = Path(path)
+    if not path.exists():
+        return Settings()
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    return settings_from_dict(raw, source=str(path))
