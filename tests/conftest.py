@@ -1,0 +1,25 @@
+"""Shared fixtures. The paper's fleet is read from ../shared, never copied into the repository."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hulk.settings import Settings
+
+REPO = Path(__file__).resolve().parents[1]
+HULK47 = REPO.parent / "shared" / "datasets" / "hulk-47"
+
+
+@pytest.fixture
+def settings() -> Settings:
+    return Settings()
+
+
+@pytest.fixture
+def hulk47() -> Path:
+    """The 47-machine fleet published with the paper; skips when ../shared is absent."""
+    if not (HULK47 / "node_feature.csv").exists():
+        pytest.skip(f"the paper's fleet is not at {HULK47} (../shared/datasets/hulk-47)")
+    return HULK47
