@@ -157,8 +157,13 @@ def resolve_location(text: str) -> Location | None:
 
 def haversine_km(lat1, lon1, lat2, lon2):
     """Great-circle distance in km; works elementwise on numpy arrays."""
-    lat1, lon1, lat2, lon2 = (np.radians(np.asarray(v, dtype=float)) for v in (lat1, lon1, lat2, lon2))
-    a = np.sin((lat2 - lat1) / 2) ** 2 + np.cos(lat1) * np.cos(lat2) * np.sin((lon2 - lon1) / 2) ** 2
+    lat1, lon1, lat2, lon2 = (
+        np.radians(np.asarray(v, dtype=float)) for v in (lat1, lon1, lat2, lon2)
+    )
+    a = (
+        np.sin((lat2 - lat1) / 2) ** 2
+        + np.cos(lat1) * np.cos(lat2) * np.sin((lon2 - lon1) / 2) ** 2
+    )
     return 2 * EARTH_RADIUS_KM * np.arcsin(np.sqrt(np.clip(a, 0.0, 1.0)))
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -98,6 +98,20 @@ class GraphSettings(Section):
     default_gpu_count: PositiveInt = 8
 
 
+class HardwareSettings(Section):
+    # Peak dense fp16/bf16 TFLOPS per GPU by CUDA compute capability (DESIGN.md §4).
+    peak_tflops: dict[float, PositiveFloat] = {
+        6.1: 11.3,
+        7.0: 125,
+        7.5: 65,
+        8.0: 312,
+        8.6: 71,
+        8.9: 165,
+        9.0: 989,
+    }
+    mfu: Annotated[float, Field(gt=0, le=1)] = 0.4  # model FLOPs utilisation actually reached
+
+
 class Settings(Section):
     seed: int = 7
     data_dir: Path = Path("data")
@@ -105,6 +119,7 @@ class Settings(Section):
     ingest: IngestSettings = IngestSettings()
     validate_: ValidateSettings = Field(default=ValidateSettings(), alias="validate")
     graph: GraphSettings = GraphSettings()
+    hardware: HardwareSettings = HardwareSettings()
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
 

@@ -1,0 +1,209 @@
+"""The fleet as a graph: networkx for inspection and planning, PyTorch Geometric for the model.
+
+Nodes are machines (ordered by node_id), edges are measured links. Node features describe what a
+machine can do and where it is; edge features describe the link. A snapshot is identified by the
+sha256 of the link table it was built from (the inventory's hash is recorded beside it), so later
+steps can say which fleet they planned for.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+import torch
+from torch_geometric.data import Data
+
+from hulk import io
+from hulk.errors import InputError
+from hulk.schemas import STATUS_ACTIVE
+from hulk.settings import BandwidthTier, HardwareSettings
+
+NODE_FEATURES = (
+    "compute_capability",
+    "log2_memory_gb",
+    "log2_compute_tflops",
+    "gpu_count",
+    "loc_x",  # unit vector of (lat, lon): nearby machines have nearby features
+    "loc_y",
+    "loc_z",
+    "has_location",
+    "active",
+)
+EDGE_FEATURES = ("log2_latency_ms", "log2_bandwidth_gbps", "loss_rate")
+
+GRAPH_TENSORS = "fleet.pt"
+GRAPH_NODE_LINK = "fleet.json"
+SNAPSHOT = "snapshot.json"
+
+
+@dataclass(frozen=True)
+class FleetGraph:
+    graph: nx.Graph
+    data: Data
+    snapshot: str  # sha256 of the link table it was built from
+
+
+def node_compute_tflops(inventory: pd.DataFrame, hardware: HardwareSettings) -> np.ndarray:
+    """Sustained TFLOPS per machine: gpu_count × peak(capability) × MFU (DESIGN.md §4)."""
+    peak = inventory["compute_capability"].round(1).map(hardware.peak_tflops)
+    unknown = inventory.loc[peak.isna(), ["node_id", "compute_capability"]]
+    if len(unknown):
+        known = ", ".join(str(c) for c in sorted(hardware.peak_tflops))
+        raise InputError(
+            None,
+            "hardware.peak_tflops",
+            f"no peak TFLOPS for compute capability of {len(unknown)} machine(s); "
+            f"known: {known}. Add it under hardware.peak_tflops in params.yaml",
+            unknown.to_dict("records"),
+        )
+    return inventory["gpu_count"].to_numpy(float) * peak.to_numpy(float) * hardware.mfu
+
+
+def link_bandwidth_gbps(
+    links: pd.DataFrame, tiers: list[BandwidthTier]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Fitted bandwidth where measured, else the latency tier's; and whether it was measured."""
+    measured = links["beta_gbps"].notna().to_numpy() & (links["beta_gbps"].fillna(0) > 0).to_numpy()
+    latency = links["latency_p50_ms"].to_numpy(float)
+    by_tier = np.full(len(links), np.nan)
+    for tier in reversed(tiers):  # tightest tier last so it wins
+        limit = np.inf if tier.max_latency_ms is None else tier.max_latency_ms
+        by_tier[latency <= limit] = tier.gbps
+    by_tier[np.isnan(by_tier)] = tiers[-1].gbps
+    return np.where(measured, links["beta_gbps"].to_numpy(float), by_tier), measured
+
+
+def build_fleet_graph(
+    inventory: pd.DataFrame,
+    links: pd.DataFrame,
+    hardware: HardwareSettings,
+    tiers: list[BandwidthTier],
+    snapshot: str,
+) -> FleetGraph:
+    """Build both graph forms from an inventory and a link table (pure: reads no files)."""
+    inventory = inventory.sort_values("node_id").reset_index(drop=True)
+    links = links.sort_values(["src", "dst"]).reset_index(drop=True)
+    index = {int(n): i for i, n in enumerate(inventory["node_id"])}
+    unknown = links.loc[~links["src"].isin(index) | ~links["dst"].isin(index), ["src", "dst"]]
+    if len(unknown):
+        raise InputError(
+            None,
+            "links.unknown_machine",
+            f"{len(unknown)} link(s) name machines that are not in the inventory",
+            unknown.to_dict("records"),
+        )
+
+    compute = node_compute_tflops(inventory, hardware)
+    bandwidth, measured = link_bandwidth_gbps(links, tiers)
+
+    graph = nx.Graph(snapshot=snapshot)
+    for row, tflops in zip(inventory.itertuples(index=False), compute, strict=True):
+        graph.add_node(
+            int(row.node_id),
+            city=str(row.city),
+            country=str(row.country),
+            lat=None if pd.isna(row.lat) else float(row.lat),
+            lon=None if pd.isna(row.lon) else float(row.lon),
+            compute_capability=float(row.compute_capability),
+            gpu_count=int(row.gpu_count),
+            memory_gb=float(row.memory_gb),
+            compute_tflops=float(tflops),
+            status=str(row.status),
+        )
+    for row, gbps, was_measured in zip(
+        links.itertuples(index=False), bandwidth, measured, strict=True
+    ):
+        graph.add_edge(
+            int(row.src),
+            int(row.dst),
+            latency_ms=float(row.latency_p50_ms),
+            latency_p95_ms=float(row.latency_p95_ms),
+            bandwidth_gbps=float(gbps),
+            bandwidth_measured=bool(was_measured),
+            loss_rate=float(row.loss_rate),
+        )
+
+    lat = np.radians(inventory["lat"].to_numpy(float))
+    lon = np.radians(inventory["lon"].to_numpy(float))
+    has_location = ~(np.isnan(lat) | np.isnan(lon))
+    loc = np.stack([np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)], axis=1)
+    loc[~has_location] = 0.0
+    x = np.column_stack(
+        [
+            inventory["compute_capability"].to_numpy(float),
+            np.log2(inventory["memory_gb"].to_numpy(float)),
+            np.log2(compute),
+            inventory["gpu_count"].to_numpy(float),
+            loc,
+            has_location.astype(float),
+            (inventory["status"] == STATUS_ACTIVE).to_numpy(float),
+        ]
+    )
+    src = links["src"].map(index).to_numpy(np.int64)
+    dst = links["dst"].map(index).to_numpy(np.int64)
+    edge = np.column_stack(
+        [
+            np.log2(np.maximum(links["latency_p50_ms"].to_numpy(float), 1e-3)),
+            np.log2(bandwidth),
+            links["loss_rate"].to_numpy(float),
+        ]
+    )
+    # Undirected: each link appears once per direction, as PyG's message passing expects.
+    data = Data(
+        x=torch.tensor(x, dtype=torch.float32),
+        edge_index=torch.tensor(np.stack([np.r_[src, dst], np.r_[dst, src]]), dtype=torch.long),
+        edge_attr=torch.tensor(np.r_[edge, edge], dtype=torch.float32),
+        node_id=torch.tensor(inventory["node_id"].to_numpy(np.int64)),
+    )
+    return FleetGraph(graph=graph, data=data, snapshot=snapshot)
+
+
+def snapshot_id(links_file: Path) -> str:
+    """The contract's `fleet.snapshot`: sha256 of the link table file."""
+    return io.sha256_file(links_file)
+
+
+def save_fleet_graph(fleet: FleetGraph, out_dir: Path, inventory_sha256: str) -> dict:
+    """Write tensors (loadable with weights_only=True), node-link JSON and the snapshot record."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tensors = {
+        "x": fleet.data.x,
+        "edge_index": fleet.data.edge_index,
+        "edge_attr": fleet.data.edge_attr,
+        "node_id": fleet.data.node_id,
+        "node_features": list(NODE_FEATURES),
+        "edge_features": list(EDGE_FEATURES),
+        "snapshot": fleet.snapshot,
+    }
+    with io.atomic_path(out_dir / GRAPH_TENSORS) as tmp:
+        torch.save(tensors, tmp)
+    node_link = nx.node_link_data(fleet.graph, edges="edges")
+    io.write_text(out_dir / GRAPH_NODE_LINK, json.dumps(node_link, sort_keys=True) + "\n")
+    record = {
+        "snapshot": fleet.snapshot,
+        "inventory_sha256": inventory_sha256,
+        "nodes": fleet.graph.number_of_nodes(),
+        "links": fleet.graph.number_of_edges(),
+        "active_nodes": int(fleet.data.x[:, NODE_FEATURES.index("active")].sum().item()),
+        "connected_components": nx.number_connected_components(fleet.graph),
+        "files": {"tensors": GRAPH_TENSORS, "node_link": GRAPH_NODE_LINK},
+    }
+    # The snapshot record is written last: its presence says the graph files are complete.
+    io.write_text(out_dir / SNAPSHOT, json.dumps(record, indent=2, sort_keys=True) + "\n")
+    return record
+
+
+def load_fleet_data(graph_dir: Path) -> Data:
+    """Load the PyG graph without unpickling arbitrary code."""
+    saved = torch.load(graph_dir / GRAPH_TENSORS, weights_only=True)
+    return Data(
+        x=saved["x"],
+        edge_index=saved["edge_index"],
+        edge_attr=saved["edge_attr"],
+        node_id=saved["node_id"],
+    )

@@ -1,0 +1,41 @@
+"""Atomic writes: a failed write never replaces or corrupts the last good output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from hulk import io
+
+
+def test_failed_write_keeps_last_good_file(tmp_path: Path) -> None:
+    target = tmp_path / "latest.json"
+    io.write_text(target, "good\n")
+    with pytest.raises(RuntimeError), io.atomic_path(target) as tmp:
+        tmp.write_text("half")
+        raise RuntimeError("crash mid-write")
+    assert target.read_text() == "good\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["latest.json"]
+
+
+def test_failed_folder_swap_keeps_last_good_folder(tmp_path: Path) -> None:
+    target = tmp_path / "docs"
+    with io.atomic_dir(target) as tmp:
+        (tmp / "index.html").write_text("v1")
+    with pytest.raises(RuntimeError), io.atomic_dir(target) as tmp:
+        (tmp / "index.html").write_text("v2-partial")
+        raise RuntimeError("crash")
+    assert (target / "index.html").read_text() == "v1"
+    with io.atomic_dir(target) as tmp:
+        (tmp / "index.html").write_text("v2")
+    assert (target / "index.html").read_text() == "v2"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docs"]
+
+
+def test_parquet_is_byte_identical_for_identical_frames(tmp_path: Path) -> None:
+    frame = pd.DataFrame({"a": [1, 2, 3], "b": ["x", "y", "z"]})
+    io.write_parquet(tmp_path / "one.parquet", frame)
+    io.write_parquet(tmp_path / "two.parquet", frame.copy())
+    assert io.sha256_file(tmp_path / "one.parquet") == io.sha256_file(tmp_path / "two.parquet")

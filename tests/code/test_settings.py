@@ -1,0 +1,55 @@
+"""Settings: params.yaml is the single source of tunable numbers, checked on load."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hulk.errors import ConfigError
+from hulk.settings import Settings, load_settings, settings_from_dict
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_params_yaml_loads_and_matches_the_code_defaults() -> None:
+    # The code's defaults exist for tests; params.yaml must say the same so nothing drifts.
+    assert load_settings(REPO / "params.yaml") == Settings()
+
+
+def test_unknown_key_is_named(tmp_path: Path) -> None:
+    params = tmp_path / "params.yaml"
+    params.write_text("generate:\n  dayz: 3\n")
+    with pytest.raises(ConfigError, match=r"generate\.dayz: unknown key"):
+        load_settings(params)
+
+
+def test_mistyped_value_is_named() -> None:
+    with pytest.raises(ConfigError, match=r"ingest\.window_days"):
+        settings_from_dict({"ingest": {"window_days": "ninety"}})
+
+
+def test_out_of_range_value_is_named() -> None:
+    with pytest.raises(ConfigError, match=r"validate\.asymmetry_ratio"):
+        settings_from_dict({"validate": {"asymmetry_ratio": -1}})
+
+
+def test_inverted_range_is_rejected() -> None:
+    with pytest.raises(ConfigError, match=r"generate\.route_inflation"):
+        settings_from_dict({"generate": {"route_inflation": {"low": 3, "high": 1}}})
+
+
+def test_invalid_yaml_names_the_file(tmp_path: Path) -> None:
+    params = tmp_path / "params.yaml"
+    params.write_text("seed: [unclosed\n")
+    with pytest.raises(ConfigError, match=r"params\.yaml: not valid YAML"):
+        load_settings(params)
+
+
+def test_partial_file_keeps_other_defaults(tmp_path: Path) -> None:
+    params = tmp_path / "params.yaml"
+    params.write_text("seed: 11\nvalidate:\n  asymmetry_ratio: 3\n")
+    settings = load_settings(params)
+    assert settings.seed == 11
+    assert settings.validation.asymmetry_ratio == 3.0
+    assert settings.ingest.window_days == Settings().ingest.window_days
