@@ -11,7 +11,14 @@ from pathlib import Path
 from typing import Annotated
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from hulk.errors import ConfigError
 
@@ -51,12 +58,39 @@ class GenerateSettings(Section):
     last_mile_ms: Range = Range(low=0.1, high=1.0)
     congestion_amplitude: Fraction = 0.3
     jitter_scale: Fraction = 0.05
-    jitter_tail_index: PositiveFloat = 2.5
+    # Pareto shape of the jitter; above 1 so that the mean latency is finite.
+    jitter_tail_index: Annotated[float, Field(gt=1)] = 2.5
     loss_rate: Range = Range(low=0.0005, high=0.01)
     outages_per_machine: Annotated[float, Field(ge=0)] = 0.3
     outage_hours: Range = Range(low=1, high=24)
     blocked_pair_fraction: Fraction = 0.1
     drained_fraction: Fraction = 0.0
+    # Beyond this many machines a full probe mesh is too much: each machine probes its own city
+    # plus a random sample of other machines, up to this many peers in total.
+    max_probe_peers: PositiveInt = 64
+
+    @field_validator("route_inflation")
+    @classmethod
+    def _no_shortcut(cls, value: Range) -> Range:
+        if value.low < 1:
+            raise ValueError(
+                f"low ({value.low}) must be at least 1: no route beats the great circle"
+            )
+        return value
+
+    @field_validator("last_mile_ms", "outage_hours")
+    @classmethod
+    def _non_negative(cls, value: Range) -> Range:
+        if value.low < 0:
+            raise ValueError(f"low ({value.low}) must not be negative")
+        return value
+
+    @field_validator("loss_rate")
+    @classmethod
+    def _probability(cls, value: Range) -> Range:
+        if value.low < 0 or value.high > 1:
+            raise ValueError(f"[{value.low}, {value.high}] must lie within [0, 1]")
+        return value
 
 
 class IngestSettings(Section):
@@ -78,6 +112,9 @@ class ValidateSettings(Section):
     stale_after_hours: PositiveFloat = 24.0
     # Clock skew tolerated before a timestamp counts as "in the future".
     future_skew_s: Annotated[float, Field(ge=0)] = 300.0
+    # Plausible CUDA compute capability of an inventory machine (Kepler 3.0 .. beyond Blackwell).
+    compute_capability: Range = Range(low=3.0, high=12.0)
+    # Offending rows (or machines, pairs, days) quoted in one finding.
     examples: PositiveInt = 5
 
 

