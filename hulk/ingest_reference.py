@@ -1,0 +1,221 @@
+"""The link statistics of hulk.ingest, computed a second way: plain pandas, no DuckDB.
+
+It exists to check `hulk.ingest.link_stats` (a test asserts both agree to 1e-9 on small data) and
+as the comparison in bench/bench_ingest.py. It shares only the plumbing with hulk.ingest (finding
+the files, the window, the column checks, the output conformance); every statistic is recomputed
+here with pandas group-bys, following the definitions in hulk.ingest's module docstring.
+
+Memory: files are read one at a time (only the needed columns, window filter applied while
+reading). Of each file only mergeable counts (latency probes sent per pair) and the successful
+probes (pair, message size, elapsed time) are kept: exact quantiles need every successful elapsed
+time, so those are concatenated and grouped at the end.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from hulk import schemas
+from hulk.errors import InputError
+from hulk.ingest import (
+    LOG_COLUMNS,
+    LogSet,
+    TsKind,
+    Window,
+    check_columns,
+    discover_logs,
+    empty_window_error,
+    files_in_window,
+    finish,
+    inventory_ids,
+    make_window,
+    partition_window_end,
+    quarantine_keys,
+)
+from hulk.settings import IngestSettings
+
+_CSV_DTYPES = {"src": "int64", "dst": "int64", "msg_bytes": "int64", "elapsed_ms": "float64"}
+
+
+def _read_csv(path: Path, columns: list[str]) -> pd.DataFrame:
+    """One CSV file with the log column types; a bad value is an InputError naming the column."""
+    frame = pd.read_csv(path, usecols=columns, dtype={"status": "string"}, skipinitialspace=True)
+    for column in columns:
+        try:
+            if column == "ts":
+                frame["ts"] = pd.to_datetime(frame["ts"], utc=True, format="ISO8601")
+            elif column in _CSV_DTYPES:
+                values = pd.to_numeric(frame[column], errors="raise").astype("float64")
+                if _CSV_DTYPES[column] == "int64":
+                    if not (values.dropna() % 1 == 0).all():
+                        raise ValueError("values are not integers")
+                    values = values.astype("Int64")
+                frame[column] = values
+        except (ValueError, TypeError) as exc:
+            raise InputError(path, "column-type", f"column {column!r}: {exc}") from None
+    if "ts" in frame:
+        frame["ts"] = frame["ts"].dt.as_unit("us")
+    return frame
+
+
+def _read_file(
+    path: Path, fmt: str, window: Window, ts_kind: TsKind, columns: list[str]
+) -> pd.DataFrame:
+    """The probes of one file that fall in the window (closed interval), given columns only."""
+    if fmt == "csv":
+        frame = _read_csv(path, sorted(set(columns) | {"ts"}))
+        inside = frame["ts"].between(window.start, window.end, inclusive="both")
+        return frame.loc[inside, columns]
+    lo, hi = window.start, window.end
+    if ts_kind == "naive":
+        lo, hi = lo.tz_localize(None), hi.tz_localize(None)
+    table = pq.read_table(path, columns=columns, filters=[("ts", ">=", lo), ("ts", "<=", hi)])
+    frame = table.to_pandas()
+    if "ts" in frame and ts_kind == "naive":
+        frame["ts"] = frame["ts"].dt.tz_localize("UTC")
+    return frame
+
+
+def _compact(frame: pd.DataFrame, keys: pd.DataFrame, ids: np.ndarray) -> pd.DataFrame:
+    """Anti-join the quarantine, pool directions, keep fleet pairs: columns a, b, msg_bytes,
+    elapsed_ms, ok."""
+    if len(keys):
+        frame = frame.assign(ts=frame["ts"].dt.tz_convert("UTC").dt.as_unit("us"))
+        for column in ("src", "dst", "msg_bytes"):
+            frame[column] = frame[column].astype("Int64")
+        joined = frame.merge(
+            keys.astype({"src": "Int64", "dst": "Int64", "msg_bytes": "Int64"}),
+            on=schemas.LOG_KEY,
+            how="left",
+            indicator=True,
+        )
+        frame = joined.loc[joined["_merge"] == "left_only"].drop(columns="_merge")
+    frame = frame.dropna(subset=["src", "dst", "msg_bytes"])
+    src = frame["src"].to_numpy(dtype="int64")
+    dst = frame["dst"].to_numpy(dtype="int64")
+    elapsed = frame["elapsed_ms"].to_numpy(dtype="float64", na_value=np.nan)
+    ok = (frame["status"] == schemas.PROBE_OK).fillna(False).to_numpy(dtype=bool)
+    ok = ok & np.isfinite(elapsed)
+    keep = (src != dst) & np.isin(src, ids) & np.isin(dst, ids)
+    return pd.DataFrame(
+        {
+            "a": np.minimum(src, dst)[keep],
+            "b": np.maximum(src, dst)[keep],
+            "msg_bytes": frame["msg_bytes"].to_numpy(dtype="int64")[keep],
+            "elapsed_ms": np.where(ok, elapsed, np.nan)[keep],
+            "ok": ok[keep],
+        }
+    )
+
+
+def _max_ts(log_set: LogSet, ts_kind: TsKind) -> pd.Timestamp:
+    """The latest probe time over every file."""
+    latest: pd.Timestamp | None = None
+    for log_file in log_set.files:
+        if log_set.format == "csv":
+            ts = _read_csv(log_file.path, ["ts"])["ts"]
+        else:
+            ts = pq.read_table(log_file.path, columns=["ts"]).to_pandas()["ts"]
+            if ts_kind == "naive":
+                ts = ts.dt.tz_localize("UTC")
+        if ts.notna().any() and (latest is None or ts.max() > latest):
+            latest = ts.max()
+    if latest is None:
+        raise InputError(log_set.root, "empty-window", "no log file holds a timestamp")
+    return latest
+
+
+def _fit(medians: pd.DataFrame) -> pd.DataFrame:
+    """Least-squares line through each pair's (size, median elapsed) points: n_sizes, slope,
+    intercept (slope and intercept NaN below two sizes)."""
+    x = medians["msg_bytes"].astype("float64")
+    y = medians["elapsed_ms"]
+    group = [medians["a"], medians["b"]]
+    x_mean = x.groupby(group).transform("mean")
+    y_mean = y.groupby(group).transform("mean")
+    dx, dy = x - x_mean, y - y_mean
+    sxx = (dx * dx).groupby(group).sum()
+    sxy = (dx * dy).groupby(group).sum()
+    n_sizes = x.groupby(group).size()
+    slope = (sxy / sxx).where(n_sizes >= 2)
+    intercept = y.groupby(group).mean() - slope * x.groupby(group).mean()
+    return pd.DataFrame({"n_sizes": n_sizes, "slope": slope, "intercept": intercept})
+
+
+def link_stats_reference(
+    logs: Path,
+    inventory: pd.DataFrame,
+    settings: IngestSettings,
+    quarantine: pd.DataFrame | None = None,
+    window_end: dt.datetime | None = None,
+) -> pd.DataFrame:
+    """Same contract and result as hulk.ingest.link_stats, computed with pandas."""
+    log_set = discover_logs(Path(logs))
+    ids = inventory_ids(inventory)
+    end = window_end if window_end is not None else partition_window_end(log_set)
+    if end is None:  # unpartitioned files: every one is read to find the latest probe
+        end = _max_ts(log_set, check_columns(log_set, [f.path for f in log_set.files]))
+    window = make_window(end, settings)
+    files = files_in_window(log_set, window)
+    if not files:
+        raise empty_window_error(log_set, window, "no day= partition falls in the window")
+    ts_kind = check_columns(log_set, files)
+
+    keys = quarantine_keys(quarantine)
+    columns = [c for c in LOG_COLUMNS if c != "ts" or len(keys)]
+    pair = ["a", "b"]
+    probe_bytes = settings.latency_probe_bytes
+    n_window, n_fleet = 0, 0
+    attempted_parts: list[pd.Series] = []  # latency probes sent per pair: counts add up
+    ok_parts: list[pd.DataFrame] = []  # every successful probe: exact quantiles need them all
+    for path in files:
+        try:
+            frame = _read_file(path, log_set.format, window, ts_kind, columns)
+        except pa.ArrowInvalid as exc:
+            raise InputError(path, "unreadable", str(exc)) from None
+        n_window += len(frame)
+        probes = _compact(frame, keys, ids)
+        del frame
+        n_fleet += len(probes)
+        latency = probes.loc[probes["msg_bytes"] == probe_bytes]
+        attempted_parts.append(latency.groupby(pair).size())
+        ok_parts.append(probes.loc[probes["ok"], [*pair, "msg_bytes", "elapsed_ms"]])
+    if n_window == 0:
+        raise empty_window_error(log_set, window, "no probe falls in the window")
+    if n_fleet == 0:
+        raise empty_window_error(
+            log_set,
+            window,
+            f"none of the {n_window} probes in the window is left once quarantined "
+            "rows and probes involving machines outside the inventory are removed",
+        )
+    attempted = pd.concat(attempted_parts).groupby(level=pair).sum().rename("samples")
+    ok = pd.concat(ok_parts, ignore_index=True)
+    del ok_parts
+
+    ok_latency = ok.loc[ok["msg_bytes"] == probe_bytes].groupby(pair)["elapsed_ms"]
+    quantiles = ok_latency.quantile([0.5, 0.95]).unstack().reindex(columns=[0.5, 0.95])
+    stats = pd.DataFrame(
+        {
+            "n_ok": ok_latency.size(),
+            "latency_p50_ms": quantiles[0.5],
+            "latency_p95_ms": quantiles[0.95],
+            "latency_mean_ms": ok_latency.mean(),
+        }
+    ).join(attempted)
+    stats = stats.loc[stats["n_ok"] > 0]
+
+    medians = ok.groupby([*pair, "msg_bytes"])["elapsed_ms"].median().reset_index()
+    stats = stats.join(_fit(medians))
+    fitted = stats["n_sizes"] >= 2
+    stats["alpha_ms"] = stats["intercept"].where(fitted, stats["latency_p50_ms"])
+    stats["beta_gbps"] = (8e-6 / stats["slope"]).where(fitted & (stats["slope"] > 0))
+    stats["loss_rate"] = (stats["samples"] - stats["n_ok"]) / stats["samples"]
+    out = stats.reset_index().rename(columns={"a": "src", "b": "dst"})
+    return finish(out, window)
