@@ -18,9 +18,11 @@ for a header. The data are aggregated already, so the link table is built direct
   as the warning ``edges.asymmetric``;
 * one direction given several times with different values gets their mean and the warning
   ``edges.conflicting_duplicate``;
-* self-loops (``4 4 10``) and exact repeats of an earlier row are kept out of the link table:
-  they go to the quarantine (file, line, rule, the parsed values and the raw text) with the
-  warnings ``edges.self_loop`` and ``edges.duplicate``.
+* self-loops (``4 4 10``), exact repeats of an earlier row and rows faster than light in fiber
+  between the two machines' locations (skipped where a location is unknown) are kept out of
+  the link table: they go to the quarantine (file, line, rule, the parsed values and the raw
+  text) with the warnings ``edges.self_loop``, ``edges.duplicate`` and
+  ``edges.faster_than_light``.
 
 Locations are resolved offline with `hulk.geo.resolve_location`; a location that does not
 resolve keeps its trimmed text with empty coordinates and gives the warning
@@ -48,7 +50,7 @@ import pandas as pd
 from hulk import schemas
 from hulk.errors import InputError
 from hulk.findings import Finding
-from hulk.geo import Location, resolve_location
+from hulk.geo import Location, fiber_floor_ms, haversine_km, resolve_location
 from hulk.settings import ValidateSettings
 
 # Canonical node-file column -> accepted header names (trimmed, casefolded).
@@ -142,7 +144,8 @@ def import_hulk(
     nodes_path, edges_path = Path(nodes_path), Path(edges_path)
     inventory, findings = _read_nodes(nodes_path, default_gpu_count)
     edges = _read_edges(edges_path, set(inventory["node_id"].tolist()))
-    links, quarantine, edge_findings = _merge_edges(edges, edges_path, validation)
+    floors = _fiber_floors(inventory, edges, validation.fiber_km_per_ms)
+    links, quarantine, edge_findings = _merge_edges(edges, edges_path, validation, floors)
     return ImportResult(
         inventory=inventory,
         links=links,
@@ -411,17 +414,34 @@ def _read_edges(path: Path, known: set[int]) -> list[_Edge]:
     return edges
 
 
+def _fiber_floors(inventory: pd.DataFrame, edges: list[_Edge], km_per_ms: float) -> np.ndarray:
+    """Fastest physically possible one-way time per edge row; NaN where a location is unknown."""
+    if not edges:
+        return np.zeros(0)
+    where = inventory.set_index("node_id")[["lat", "lon"]].astype(float)
+    src = where.reindex([edge.src for edge in edges]).to_numpy()
+    dst = where.reindex([edge.dst for edge in edges]).to_numpy()
+    return fiber_floor_ms(haversine_km(src[:, 0], src[:, 1], dst[:, 0], dst[:, 1]), km_per_ms)
+
+
 def _merge_edges(
-    edges: list[_Edge], path: Path, validation: ValidateSettings
+    edges: list[_Edge], path: Path, validation: ValidateSettings, floors: np.ndarray
 ) -> tuple[pd.DataFrame, pd.DataFrame, list[Finding]]:
-    """Link table (one row per unordered pair), quarantine and findings from the edge rows."""
+    """Link table (one row per unordered pair), quarantine and findings from the edge rows.
+
+    `floors` holds each row's fiber-floor time: a row faster than light is an impossible
+    measurement and is quarantined like a self-loop, not merged into the link.
+    """
     quarantined: list[tuple[_Edge, str]] = []
     seen: dict[tuple, _Edge] = {}
     # (low, high) -> {direction (src, dst): distinct rows}
     pairs: dict[tuple[int, int], dict[tuple[int, int], list[_Edge]]] = {}
-    for edge in edges:
+    for edge, floor in zip(edges, floors, strict=True):
         if edge.src == edge.dst:
             quarantined.append((edge, "edges.self_loop"))
+            continue
+        if edge.latency_ms < floor:
+            quarantined.append((edge, "edges.faster_than_light"))
             continue
         bandwidth = None if math.isnan(edge.bandwidth_gbps) else edge.bandwidth_gbps
         key = (edge.src, edge.dst, edge.latency_ms, bandwidth)
@@ -528,6 +548,10 @@ def _edge_findings(
     for rule, what in (
         ("edges.self_loop", "self-loop row(s) (a machine linked to itself)"),
         ("edges.duplicate", "row(s) repeating an earlier row exactly"),
+        (
+            "edges.faster_than_light",
+            "row(s) faster than light in fiber between the two machines' locations",
+        ),
     ):
         hits = [edge for edge, hit in quarantined if hit == rule]
         if hits:

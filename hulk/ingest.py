@@ -180,6 +180,15 @@ def partition_window_end(log_set: LogSet) -> pd.Timestamp | None:
     return utc_timestamp(dt.datetime.combine(latest + dt.timedelta(days=1), dt.time()))
 
 
+def window_end_for(logs: Path, now: dt.datetime) -> pd.Timestamp:
+    """The window end a nightly run uses: midnight after the latest day partition, never later
+    than `now` (a partition dated in the future does not move the window); `now` for
+    unpartitioned files."""
+    now_ts = utc_timestamp(now)
+    end = partition_window_end(discover_logs(Path(logs)))
+    return now_ts if end is None else min(end, now_ts)
+
+
 def make_window(end: pd.Timestamp, settings: IngestSettings) -> Window:
     """The rolling window of `settings.window_days` days ending at `end`."""
     end = utc_timestamp(end)
@@ -291,10 +300,26 @@ def inventory_ids(inventory: pd.DataFrame) -> np.ndarray:
     return np.unique(ids.to_numpy(dtype="int64"))
 
 
-def quarantine_keys(quarantine: pd.DataFrame | None) -> pd.DataFrame:
-    """The distinct schemas.LOG_KEY rows of a quarantine table, typed like schemas.LOGS.
+DUPLICATE_RULE = "logs.duplicate"
 
-    Timestamps become UTC instants (naive ones are taken to be UTC), like the logs' own `ts`.
+
+def _typed_keys(keys: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "ts": pd.to_datetime(keys["ts"], utc=True).dt.as_unit("us"),
+            "src": keys["src"].astype("int64"),
+            "dst": keys["dst"].astype("int64"),
+            "msg_bytes": keys["msg_bytes"].astype("int64"),
+        }
+    ).reset_index(drop=True)
+
+
+def quarantine_keys(quarantine: pd.DataFrame | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(keys to drop, keys to keep once) of a quarantine table, typed like schemas.LOGS.
+
+    Rows quarantined as repeats of an earlier probe (rule `logs.duplicate`) name a key whose
+    first copy validation kept: those keys are kept once rather than dropped. Every other
+    quarantined key is dropped with all its copies. Naive timestamps are taken to be UTC.
     """
     if quarantine is None:
         quarantine = schemas.empty({k: schemas.LOGS[k] for k in schemas.LOG_KEY})
@@ -305,15 +330,17 @@ def quarantine_keys(quarantine: pd.DataFrame | None) -> pd.DataFrame:
             "quarantine",
             f"the quarantine table lacks column {missing[0]!r} (key: {', '.join(schemas.LOG_KEY)})",
         )
-    keys = quarantine[schemas.LOG_KEY].dropna().drop_duplicates()
-    return pd.DataFrame(
-        {
-            "ts": pd.to_datetime(keys["ts"], utc=True).dt.as_unit("us"),
-            "src": keys["src"].astype("int64"),
-            "dst": keys["dst"].astype("int64"),
-            "msg_bytes": keys["msg_bytes"].astype("int64"),
-        }
-    ).reset_index(drop=True)
+    repeat = (
+        (quarantine["rule"] == DUPLICATE_RULE).fillna(False).to_numpy(bool)
+        if "rule" in quarantine.columns
+        else np.zeros(len(quarantine), dtype=bool)
+    )
+    keys = quarantine[schemas.LOG_KEY]
+    drop = _typed_keys(keys[~repeat].dropna().drop_duplicates())
+    once = _typed_keys(keys[repeat].dropna().drop_duplicates())
+    once = once.merge(drop, on=schemas.LOG_KEY, how="left", indicator=True)
+    once = once.loc[once["_merge"] == "left_only", schemas.LOG_KEY].reset_index(drop=True)
+    return drop, once
 
 
 def finish(frame: pd.DataFrame, window: Window) -> pd.DataFrame:
@@ -410,10 +437,13 @@ WITH probes AS NOT MATERIALIZED (
     FROM {scan}
     WHERE ts BETWEEN {lo} AND {hi}
 ),
+clean AS NOT MATERIALIZED (
+    SELECT * FROM probes {anti_join} {dedupe}
+),
 kept AS NOT MATERIALIZED (
     SELECT least(src, dst) AS a, greatest(src, dst) AS b, msg_bytes, elapsed_ms,
            coalesce(status = 'ok' AND isfinite(elapsed_ms), false) AS ok
-    FROM probes {anti_join}
+    FROM clean
     WHERE src <> dst
 ),
 attempted AS (
@@ -456,6 +486,16 @@ WHERE lat.msg_bytes = $probe
 ORDER BY src, dst
 """
 
+# One copy of each probe logged more than once (validation kept the first; the copies share the
+# key, so the one with the smallest elapsed time stands in for it, deterministically).
+_DEDUPE_SQL = """
+    UNION ALL
+    SELECT * FROM probes SEMI JOIN repeated USING (ts, src, dst, msg_bytes)
+    QUALIFY row_number() OVER (
+        PARTITION BY ts, src, dst, msg_bytes ORDER BY elapsed_ms NULLS LAST, status
+    ) = 1
+"""
+
 _COUNT_SQL = """
 WITH probes AS NOT MATERIALIZED (
     SELECT ts::TIMESTAMPTZ AS ts, src, dst, msg_bytes
@@ -463,7 +503,7 @@ WITH probes AS NOT MATERIALIZED (
     WHERE ts BETWEEN {lo} AND {hi}
 )
 SELECT (SELECT count(*) FROM probes) AS n_window,
-       (SELECT count(*) FROM probes {anti_join}
+       (SELECT count(*) FROM (SELECT * FROM probes {anti_join} {dedupe})
         WHERE src <> dst
           AND src IN (SELECT node_id FROM inventory)
           AND dst IN (SELECT node_id FROM inventory)) AS n_fleet
@@ -513,8 +553,9 @@ def link_stats(
                 raise empty_window_error(log_set, window, "no day= partition falls in the window")
             ts_kind = check_columns(log_set, files)
 
-            keys = quarantine_keys(quarantine)
+            keys, once = quarantine_keys(quarantine)
             con.register("quarantine", keys)
+            con.register("repeated", once)
             con.register("inventory", pd.DataFrame({"node_id": ids}))
             fmt = "%Y-%m-%d %H:%M:%S.%f" + ("+00:00" if ts_kind == "utc" else "")
             params = {
@@ -526,9 +567,12 @@ def link_stats(
                 "scan": _scan_sql(log_set.format),
                 "lo": _bound_sql("lo", ts_kind),
                 "hi": _bound_sql("hi", ts_kind),
-                "anti_join": (
-                    "ANTI JOIN quarantine USING (ts, src, dst, msg_bytes)" if len(keys) else ""
+                "anti_join": " ".join(
+                    f"ANTI JOIN {name} USING (ts, src, dst, msg_bytes)"
+                    for name, table in (("quarantine", keys), ("repeated", once))
+                    if len(table)
                 ),
+                "dedupe": _DEDUPE_SQL if len(once) else "",
             }
             table = _run(
                 con,

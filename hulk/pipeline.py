@@ -47,32 +47,6 @@ class StepResult:
         return [f for f in self.findings if f.severity == "warning"]
 
 
-def read_inventory(path: Path) -> pd.DataFrame:
-    """Read machines.csv into the inventory schema, with errors that name the file and column."""
-    if not path.exists():
-        raise InputError(path, "inventory.exists", "inventory file not found")
-    try:
-        frame = pd.read_csv(path, skipinitialspace=True)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise InputError(path, "inventory.readable", f"cannot parse CSV: {exc}") from None
-    frame.columns = [str(c).strip() for c in frame.columns]
-    missing = [c for c in schemas.INVENTORY if c not in frame.columns]
-    if missing:
-        raise InputError(path, "inventory.schema", f"missing column(s): {', '.join(missing)}")
-    for column, dtype in schemas.INVENTORY.items():
-        try:
-            frame[column] = frame[column].astype(dtype)
-        except (ValueError, TypeError):
-            bad = frame.loc[pd.to_numeric(frame[column], errors="coerce").isna(), column]
-            raise InputError(
-                path,
-                "inventory.schema",
-                f"column '{column}' must be {dtype}",
-                [f"line {i + 2}: {column}={v!r}" for i, v in bad.head(5).items()],
-            ) from None
-    return frame[list(schemas.INVENTORY)]
-
-
 def logs_fingerprint(logs_dir: Path, inventory_file: Path) -> str:
     """sha256 over the log files' contents and the inventory: what a validation result is for."""
     digest = hashlib.sha256()
@@ -118,7 +92,12 @@ def import_hulk(nodes: Path, edges: Path, out_dir: Path, settings: Settings) -> 
     from hulk.importer import import_hulk as read_hulk_format
     from hulk.validation import validate_inventory, validate_links
 
-    result = read_hulk_format(nodes, edges, default_gpu_count=settings.graph.default_gpu_count)
+    result = read_hulk_format(
+        nodes,
+        edges,
+        default_gpu_count=settings.graph.default_gpu_count,
+        validation=settings.validation,
+    )
     findings = list(result.findings)
     findings += validate_inventory(result.inventory, str(nodes), settings.validation)
     findings += validate_links(result.links, result.inventory, str(edges), settings.validation)
@@ -156,14 +135,21 @@ def validate(
     data_dir: Path, settings: Settings, now: dt.datetime | None = None, progress: Progress = None
 ) -> StepResult:
     """Validate what data_dir holds; raise on errors; record which logs were validated."""
+    from hulk.ingest import window_end_for
     from hulk.validation import run_validation
 
     now = now or dt.datetime.now(dt.UTC)
+    logs_dir = data_dir / schemas.LOGS_DIR
     report = run_validation(
-        data_dir, settings.validation, now, settings.ingest.window_days, progress=progress
+        data_dir,
+        settings.validation,
+        now,
+        settings.ingest.window_days,
+        progress=progress,
+        probe_bytes=settings.ingest.latency_probe_bytes,
+        window_end=window_end_for(logs_dir, now) if logs_dir.exists() else None,
     )
     raise_on_errors(report.findings)
-    logs_dir = data_dir / schemas.LOGS_DIR
     inventory_file = data_dir / schemas.INVENTORY_FILE
     if logs_dir.exists():
         record = {"logs_fingerprint": logs_fingerprint(logs_dir, inventory_file)}
@@ -191,10 +177,11 @@ def ingest(
     Reuses the quarantine of a previous `validate` of exactly these logs and inventory; otherwise
     validates the raw logs first, so unvalidated rows never reach the link table.
     """
-    from hulk.ingest import link_stats
-    from hulk.validation import validate_links, validate_logs
+    from hulk.ingest import link_stats, window_end_for
+    from hulk.validation import read_inventory, validate_links, validate_logs
 
     now = now or dt.datetime.now(dt.UTC)
+    window_end = window_end_for(logs_dir, now)
     inventory = read_inventory(inventory_file)
     findings: list[Finding] = []
     quarantine = _validated_quarantine(logs_dir, inventory_file, out_dir)
@@ -206,11 +193,15 @@ def ingest(
             now,
             settings.ingest.window_days,
             progress=progress,
+            probe_bytes=settings.ingest.latency_probe_bytes,
+            window_end=window_end,
         )
         findings += checked.findings
         raise_on_errors(findings)
         quarantine = checked.quarantine
-    links = link_stats(logs_dir, inventory, settings.ingest, quarantine=quarantine)
+    links = link_stats(
+        logs_dir, inventory, settings.ingest, quarantine=quarantine, window_end=window_end
+    )
     links_path = out_dir / schemas.LINKS_FILE
     findings += validate_links(links, inventory, str(links_path), settings.validation)
     raise_on_errors(findings)
@@ -244,6 +235,7 @@ def _validated_quarantine(
 
 def graph(data_dir: Path, settings: Settings) -> StepResult:
     from hulk.graph import build_fleet_graph, save_fleet_graph, snapshot_id
+    from hulk.validation import read_inventory
 
     inventory_file = data_dir / schemas.INVENTORY_FILE
     links_file = data_dir / schemas.LINKS_FILE

@@ -18,10 +18,11 @@ from hulk.importer import QUARANTINE, ImportResult, import_hulk
 
 # --- the real 47-machine fleet ----------------------------------------------------------------
 
-# edge.txt has 617 rows: 2 self-loops (4 4, 14 14) are quarantined, 11 -> 30 is given twice
-# (214 and 265 ms) and 13 -> 14 / 14 -> 13 in both directions, each merged into one link:
-# 617 - 2 - 1 - 1 = 613 unordered pairs.
-HULK47_LINKS = 613
+# edge.txt has 617 rows: 2 self-loops (4 4, 14 14) and 18 rows faster than light in fiber
+# (Tokyo-Berlin at 4 ms, 17 Quanzhou-California rows at 42 ms) are quarantined, 11 -> 30 is given
+# twice (214 and 265 ms) and 13 -> 14 / 14 -> 13 in both directions, each merged into one link:
+# 617 - 2 - 18 - 1 - 1 = 595 unordered pairs.
+HULK47_LINKS = 595
 HULK47_CITIES = {
     "Beijing": "China",
     "Inner Mongolia": "China",
@@ -103,11 +104,40 @@ def test_hulk47_self_loops_are_quarantined_with_a_warning(hulk47_result: ImportR
     assert sorted(zip(loops["src"], loops["dst"], strict=True)) == [(4, 4), (14, 14)]
     assert loops["file"].str.endswith("edge.txt").all()
     assert (loops["line"] > 0).all()
-    assert len(quarantine) == 2
+    assert len(quarantine) == 2 + 18
     (warning,) = _rules(hulk47_result)["edges.self_loop"]
     assert warning.severity == "warning" and warning.count == 2
     assert {(row["src"], row["dst"]) for row in warning.examples} == {(4, 4), (14, 14)}
     assert not ((hulk47_result.links["src"] == 4) & (hulk47_result.links["dst"] == 4)).any()
+
+
+def test_hulk47_faster_than_light_rows_are_quarantined(hulk47_result: ImportResult) -> None:
+    quarantine = hulk47_result.quarantine
+    impossible = quarantine[quarantine["rule"] == "edges.faster_than_light"]
+    pairs = set(zip(impossible["src"], impossible["dst"], strict=True))
+    assert len(impossible) == 18
+    assert (25, 30) in pairs  # Tokyo-Berlin in 4 ms: light in fiber needs about 44 ms
+    assert (15, 20) in pairs  # Quanzhou-California in 42 ms: at least 52 ms
+    assert (impossible["latency_ms"] < 45).all()
+    (warning,) = _rules(hulk47_result)["edges.faster_than_light"]
+    assert warning.count == 18
+    assert _link_missing(hulk47_result, 25, 30)
+
+
+def _link_missing(result: ImportResult, src: int, dst: int) -> bool:
+    links = result.links
+    return not ((links["src"] == src) & (links["dst"] == dst)).any()
+
+
+def test_faster_than_light_row_of_a_small_file(tmp_path: Path) -> None:
+    nodes = tmp_path / "nodes.csv"
+    edges = tmp_path / "edges.txt"
+    nodes.write_text("node,City,Capability,Memory\n0,Beijing,8.6,152\n1,Paris,8,320\n")
+    edges.write_text("0 1 3\n")  # Beijing-Paris (8,200 km) in 3 ms
+    result = import_hulk(nodes, edges)
+    assert result.links.empty
+    assert result.quarantine["rule"].tolist() == ["edges.faster_than_light"]
+    assert result.quarantine["line"].tolist() == [1]
 
 
 def test_hulk47_pair_13_14_is_averaged_and_warned(hulk47_result: ImportResult) -> None:
@@ -129,6 +159,7 @@ def test_hulk47_findings_are_warnings_only(hulk47_result: ImportResult) -> None:
     assert {f.severity for f in hulk47_result.findings} == {"warning"}
     assert set(_rules(hulk47_result)) == {
         "edges.self_loop",
+        "edges.faster_than_light",
         "edges.asymmetric",
         "edges.conflicting_duplicate",
     }

@@ -222,6 +222,20 @@ def test_quarantine_anti_join(tiny: Path, ingest) -> None:
     assert row(link_stats(tiny, inventory(1, 2, 3), ingest, quarantine=miss), 1, 2)["samples"] == 6
 
 
+@pytest.mark.parametrize("impl", [link_stats, link_stats_reference])
+def test_repeated_probe_counts_once(tmp_path: Path, ingest, impl) -> None:
+    rows = tiny_rows()
+    # The 10 ms probe of (1, 2) logged twice; validation quarantines the repeat only.
+    logs = write_logs(tmp_path / "logs", [*rows, rows[0]])
+    repeat = frame_of([rows[0]]).assign(rule="logs.duplicate")
+    r = row(impl(logs, inventory(1, 2, 3), ingest, quarantine=repeat), 1, 2)
+    assert r["samples"] == 6  # not 7 (both copies) and not 5 (neither)
+    assert r["latency_mean_ms"] == pytest.approx(30.0)  # (10 + 20 + 30 + 40 + 50) / 5
+    # Quarantined under another rule too: every copy goes.
+    both = pd.concat([repeat, repeat.assign(rule="logs.faster_than_light")])
+    assert row(impl(logs, inventory(1, 2, 3), ingest, quarantine=both), 1, 2)["samples"] == 5
+
+
 def test_csv_input_matches_parquet(tmp_path: Path, ingest) -> None:
     parquet = write_logs(tmp_path / "parquet", tiny_rows())
     csv = write_logs(tmp_path / "csv", tiny_rows(), fmt="csv")

@@ -1,0 +1,263 @@
+"""A thin layer over Great Expectations 1.x: one Data Context per validation run.
+
+Every rule that can be phrased as an expectation is one: a `Check` pairs a GX expectation with
+the Hulk rule name it stands for (kept in the expectation's `meta`). A `GxSession` owns the Data
+Context, one pandas data source ``hulk`` with one dataframe asset, expectation suite and
+validation definition per suite (``hulk.inventory``, ``hulk.logs``, ``hulk.links``), and runs a
+suite on one batch (an in-memory frame) at a time:
+
+- `GxSession.ephemeral()` keeps everything in memory (what the `validate_*` functions use on
+  their own);
+- `GxSession.project(root, docs_dir)` is a file-mode context under ``root/gx``: suites,
+  validation definitions and every batch's result are persisted, and `build_docs` renders the
+  HTML Data Docs into ``docs_dir``. The folder is rebuilt on each run, so the docs show exactly
+  the latest run.
+
+Results are asked for in the COMPLETE format (the full list of unexpected row indices, so a
+rule's offending rows can be quarantined exactly) but without the unexpected *values*, which
+keeps the stored results small even when a whole batch fails.
+
+GX's usage statistics are switched off (``GX_ANALYTICS_ENABLED=false`` unless the environment
+says otherwise) and so are its progress bars. GX is imported on first use: importing it takes a
+few seconds, which commands that never validate should not pay.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from hulk.findings import Severity
+
+if TYPE_CHECKING:
+    from great_expectations.data_context import AbstractDataContext
+    from great_expectations.expectations import Expectation
+
+DATASOURCE = "hulk"
+DOCS_SITE = "hulk"
+BATCH_DEFINITION = "whole"
+
+
+def import_gx() -> Any:
+    """Import great_expectations with usage statistics off (unless the environment decides)."""
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    import great_expectations as gx
+
+    return gx
+
+
+@dataclass(frozen=True)
+class Check:
+    """One GX expectation and the Hulk rule (and severity) its failures are reported under."""
+
+    rule: str
+    severity: Severity
+    expectation: Expectation
+
+
+def make_check(rule: str, severity: Severity, expectation: Expectation) -> Check:
+    """Tag the expectation with its rule (in `meta`) and GX severity, for the Data Docs."""
+    from great_expectations.expectations.metadata_types import FailureSeverity
+
+    expectation.meta = {**(expectation.meta or {}), "rule": rule}
+    critical = severity == "error"
+    expectation.severity = FailureSeverity.CRITICAL if critical else FailureSeverity.WARNING
+    return Check(rule, severity, expectation)
+
+
+@dataclass
+class CheckResult:
+    """What one expectation found on one batch."""
+
+    rule: str
+    severity: Severity
+    success: bool
+    unexpected_count: int
+    unexpected_index: np.ndarray  # int64 row positions of the batch frame
+
+    @property
+    def failed(self) -> bool:
+        return not self.success
+
+
+@dataclass
+class SuiteRecord:
+    """Per suite: how many batches ran and which did not meet every expectation."""
+
+    batches: int = 0
+    failed_batches: list[str] = field(default_factory=list)
+
+    @property
+    def success(self) -> bool:
+        return self.batches > 0 and not self.failed_batches
+
+
+class GxError(RuntimeError):
+    """An expectation could not be evaluated at all (a bug, never a data problem)."""
+
+
+class GxSession:
+    """One Data Context and the suites validated through it during one run."""
+
+    def __init__(
+        self,
+        context: AbstractDataContext,
+        run_time: dt.datetime,
+        examples: int,
+        docs_dir: Path | None = None,
+    ) -> None:
+        self.context = context
+        self.run_time = run_time
+        self.examples = examples
+        self.docs_dir = docs_dir
+        self.suites: dict[str, SuiteRecord] = {}
+        self._definitions: dict[str, Any] = {}
+        self._datasource = context.data_sources.add_pandas(DATASOURCE)
+
+    # --- construction -----------------------------------------------------------------------
+
+    @classmethod
+    def ephemeral(cls, run_time: dt.datetime | None = None, examples: int = 5) -> GxSession:
+        """An in-memory context: nothing is written to disk."""
+        gx = import_gx()
+        from great_expectations.data_context.types.base import (
+            DataContextConfig,
+            InMemoryStoreBackendDefaults,
+        )
+
+        config = DataContextConfig(
+            store_backend_defaults=InMemoryStoreBackendDefaults(init_temp_docs_sites=False),
+            analytics_enabled=False,
+        )
+        context = gx.get_context(mode="ephemeral", project_config=config)
+        _quiet(context)
+        return cls(context, run_time or dt.datetime.now(dt.UTC), examples)
+
+    @classmethod
+    def project(
+        cls, root: Path, docs_dir: Path, run_time: dt.datetime, examples: int = 5
+    ) -> GxSession:
+        """A fresh file-mode project under root/gx whose Data Docs site is docs_dir."""
+        gx = import_gx()
+        root, docs_dir = Path(root), Path(docs_dir)
+        shutil.rmtree(root / "gx", ignore_errors=True)
+        shutil.rmtree(docs_dir, ignore_errors=True)
+        root.mkdir(parents=True, exist_ok=True)
+        context = gx.get_context(mode="file", project_root_dir=str(root))
+        _quiet(context)
+        for site in list(context.list_data_docs_sites()):
+            context.delete_data_docs_site(site)
+        context.add_data_docs_site(
+            site_name=DOCS_SITE,
+            site_config={
+                "class_name": "SiteBuilder",
+                "show_how_to_buttons": False,
+                "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+                "store_backend": {
+                    "class_name": "TupleFilesystemStoreBackend",
+                    # Relative to the gx folder, so the project survives moving data_dir.
+                    "base_directory": os.path.relpath(docs_dir.resolve(), (root / "gx").resolve()),
+                },
+            },
+        )
+        return cls(context, run_time, examples, docs_dir=docs_dir)
+
+    # --- validation -------------------------------------------------------------------------
+
+    def validate(
+        self,
+        suite: str,
+        checks: Callable[[], Sequence[Check]],
+        frame: pd.DataFrame,
+        batch: str,
+        parameters: Mapping[str, Any] | None = None,
+    ) -> list[CheckResult]:
+        """Run suite `suite` (built from `checks` on first use) on one batch frame.
+
+        `frame` must have a default RangeIndex: unexpected indices are row positions. `batch`
+        names the batch in the Data Docs (the run name of its result).
+        """
+        from great_expectations.core.run_identifier import RunIdentifier
+
+        definition, rules = self._definition(suite, checks)
+        result_format = {
+            "result_format": "COMPLETE",
+            "partial_unexpected_count": self.examples,
+            "exclude_unexpected_values": True,
+            "include_unexpected_rows": False,
+            "return_unexpected_index_query": False,
+        }
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            outcome = definition.run(
+                batch_parameters={"dataframe": frame},
+                expectation_parameters=dict(parameters or {}),
+                result_format=result_format,
+                run_id=RunIdentifier(run_name=batch, run_time=self.run_time),
+            )
+        record = self.suites.setdefault(suite, SuiteRecord())
+        record.batches += 1
+        if not outcome.success:
+            record.failed_batches.append(batch)
+        results = []
+        for item in outcome.results:
+            config = item.expectation_config
+            rule = (config.meta or {}).get("rule", config.type)
+            info = item.exception_info or {}
+            if info.get("raised_exception"):
+                raise GxError(
+                    f"{suite} on {batch}: expectation {config.type} ({rule}) could not run: "
+                    f"{info.get('exception_message')}"
+                )
+            result = item.result or {}
+            index = np.asarray(result.get("unexpected_index_list") or [], dtype="int64")
+            count = int(result.get("unexpected_count") or 0)
+            results.append(
+                CheckResult(rule, rules[rule], bool(item.success), max(count, len(index)), index)
+            )
+        return results
+
+    def _definition(self, suite: str, checks: Callable[[], Sequence[Check]]) -> tuple[Any, dict]:
+        if suite not in self._definitions:
+            gx = import_gx()
+            made = list(checks())
+            expectation_suite = self.context.suites.add(
+                gx.ExpectationSuite(name=suite, expectations=[c.expectation for c in made])
+            )
+            asset = self._datasource.add_dataframe_asset(suite.removeprefix(f"{DATASOURCE}."))
+            batch_definition = asset.add_batch_definition_whole_dataframe(BATCH_DEFINITION)
+            definition = self.context.validation_definitions.add(
+                gx.ValidationDefinition(name=suite, data=batch_definition, suite=expectation_suite)
+            )
+            self._definitions[suite] = (definition, {c.rule: c.severity for c in made})
+        return self._definitions[suite]
+
+    # --- docs -------------------------------------------------------------------------------
+
+    def build_docs(self) -> Path | None:
+        """Render the HTML Data Docs of this run; the index page, or None in memory."""
+        if self.docs_dir is None:
+            return None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.context.build_data_docs(site_names=[DOCS_SITE])
+        return self.docs_dir / "index.html"
+
+
+def _quiet(context: AbstractDataContext) -> None:
+    """No usage statistics, and no tqdm progress bars from metric calculations."""
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
+    context.variables.config.analytics_enabled = False
+    if getattr(context, "root_directory", None):  # a file-mode project: persist both
+        context.variables.save()

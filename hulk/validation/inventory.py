@@ -1,0 +1,242 @@
+"""The inventory (machines.csv): reading it with clear errors, and the ``hulk.inventory`` suite.
+
+Errors: missing or mistyped columns (`inventory.schema`), duplicate ids
+(`inventory.unique_node_id`), empty required values (`inventory.missing_value`) and values out of
+range (`inventory.compute_capability`, `inventory.gpu_count`, `inventory.memory_gb`,
+`inventory.status`, `inventory.coordinates`). A machine without coordinates is only a warning
+(`inventory.missing_coordinates`): checks that need a location skip it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from hulk import schemas
+from hulk.errors import InputError
+from hulk.findings import Finding
+from hulk.settings import ValidateSettings
+from hulk.validation._common import finding, frame_records, name_list, plural
+from hulk.validation._gx import Check, CheckResult, GxSession, make_check
+
+SUITE = "hulk.inventory"
+INTEGER_COLUMNS = [c for c, t in schemas.INVENTORY.items() if t == "int64"]
+FLOAT_COLUMNS = [c for c, t in schemas.INVENTORY.items() if t == "float64"]
+TEXT_COLUMNS = [c for c, t in schemas.INVENTORY.items() if t == "string"]
+# Columns that must hold a value on every row (lat/lon may be empty: location unknown).
+REQUIRED = ["compute_capability", "gpu_count", "memory_gb", "status"]
+
+
+def read_inventory(path: str | Path) -> pd.DataFrame:
+    """Read machines.csv into schemas.INVENTORY; an InputError names the file, column and line.
+
+    Header names are trimmed; extra columns are kept. Empty lat/lon cells are NaN (location
+    unknown); an empty or non-numeric value in another numeric column is an error.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(path, "inventory.exists", "inventory file not found")
+    try:
+        raw = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise InputError(path, "inventory.readable", f"cannot parse the CSV file: {exc}") from None
+    raw.columns = [str(c).strip() for c in raw.columns]
+    missing = [c for c in schemas.INVENTORY if c not in raw.columns]
+    if missing:
+        raise InputError(
+            path,
+            "inventory.schema",
+            f"missing column(s) {', '.join(repr(c) for c in missing)} "
+            f"(inventory columns: {', '.join(schemas.INVENTORY)})",
+        )
+    frame = raw.copy()
+    for column in schemas.INVENTORY:
+        text = raw[column].str.strip()
+        if column in TEXT_COLUMNS:
+            frame[column] = text.where(text != "", None).astype("string")
+            continue
+        numbers = pd.to_numeric(text.where(text != "", None), errors="coerce")
+        empty_ok = column in ("lat", "lon")
+        bad = (text != "") & numbers.isna()
+        if not empty_ok:
+            bad |= text == ""
+        if column in INTEGER_COLUMNS:
+            bad |= numbers.notna() & (numbers != np.round(numbers))
+        if bad.any():
+            kind = "an integer" if column in INTEGER_COLUMNS else "a number"
+            lines = [f"line {i + 2}: {column}={raw.at[i, column]!r}" for i in raw.index[bad][:5]]
+            raise InputError(
+                path,
+                "inventory.schema",
+                f"column {column!r} must be {kind} on every row"
+                + (" (or empty)" if empty_ok else "")
+                + f": {plural(int(bad.sum()), 'bad value')}",
+                lines,
+            )
+        frame[column] = numbers.astype(schemas.INVENTORY[column])
+    return frame
+
+
+def schema_problems(frame: pd.DataFrame, schema: dict[str, str]) -> list[str]:
+    """Columns of `frame` that are missing or whose dtype cannot hold the schema's type."""
+    problems = []
+    for column, dtype in schema.items():
+        if column not in frame.columns:
+            problems.append(f"{column!r} is missing")
+            continue
+        actual = frame[column].dtype
+        if dtype == "int64":
+            ok = pd.api.types.is_integer_dtype(actual) and not pd.api.types.is_bool_dtype(actual)
+        elif dtype == "float64":
+            ok = pd.api.types.is_numeric_dtype(actual) and not pd.api.types.is_bool_dtype(actual)
+        elif dtype.startswith("datetime64"):
+            ok = pd.api.types.is_datetime64_any_dtype(actual)
+        else:
+            ok = pd.api.types.is_string_dtype(actual) or pd.api.types.is_object_dtype(actual)
+        if not ok:
+            problems.append(f"{column!r} is {actual}, expected {dtype}")
+    return problems
+
+
+def checks(settings: ValidateSettings) -> list[Check]:
+    """The expectations of the inventory suite."""
+    import great_expectations.expectations as gxe
+
+    low, high = settings.compute_capability.low, settings.compute_capability.high
+    made = [
+        make_check(
+            "inventory.schema",
+            "error",
+            gxe.ExpectTableColumnsToMatchSet(column_set=list(schemas.INVENTORY), exact_match=False),
+        ),
+        make_check(
+            "inventory.unique_node_id", "error", gxe.ExpectColumnValuesToBeUnique(column="node_id")
+        ),
+    ]
+    made += [
+        make_check("inventory.missing_value", "error", gxe.ExpectColumnValuesToNotBeNull(column=c))
+        for c in REQUIRED
+    ]
+    made += [
+        make_check(
+            "inventory.compute_capability",
+            "error",
+            gxe.ExpectColumnValuesToBeBetween(
+                column="compute_capability", min_value=low, max_value=high
+            ),
+        ),
+        make_check(
+            "inventory.gpu_count",
+            "error",
+            gxe.ExpectColumnValuesToBeBetween(column="gpu_count", min_value=1),
+        ),
+        make_check(
+            "inventory.memory_gb",
+            "error",
+            gxe.ExpectColumnValuesToBeBetween(column="memory_gb", min_value=0, strict_min=True),
+        ),
+        make_check(
+            "inventory.status",
+            "error",
+            gxe.ExpectColumnValuesToBeInSet(
+                column="status", value_set=list(schemas.MACHINE_STATUSES)
+            ),
+        ),
+        make_check(
+            "inventory.coordinates",
+            "error",
+            gxe.ExpectColumnValuesToBeBetween(column="lat", min_value=-90, max_value=90),
+        ),
+        make_check(
+            "inventory.coordinates",
+            "error",
+            gxe.ExpectColumnValuesToBeBetween(column="lon", min_value=-180, max_value=180),
+        ),
+        make_check(
+            "inventory.missing_coordinates",
+            "warning",
+            gxe.ExpectColumnValuesToNotBeNull(column="lat"),
+        ),
+        make_check(
+            "inventory.missing_coordinates",
+            "warning",
+            gxe.ExpectColumnValuesToNotBeNull(column="lon"),
+        ),
+    ]
+    return made
+
+
+_MESSAGES = {
+    "inventory.unique_node_id": "node_id must be unique; duplicated ids: {ids}",
+    "inventory.missing_value": "empty compute_capability, gpu_count, memory_gb or status "
+    "on machine(s) {ids}",
+    "inventory.compute_capability": "compute_capability outside the plausible range "
+    "[{low:g}, {high:g}] on machine(s) {ids}",
+    "inventory.gpu_count": "gpu_count must be at least 1; machine(s) {ids}",
+    "inventory.memory_gb": "memory_gb must be positive; machine(s) {ids}",
+    "inventory.status": f"status must be one of {', '.join(schemas.MACHINE_STATUSES)}; "
+    "machine(s) {ids}",
+    "inventory.coordinates": "lat must lie in [-90, 90] and lon in [-180, 180]; machine(s) {ids}",
+    "inventory.missing_coordinates": "no coordinates for machine(s) {ids}: checks that need a "
+    "location (faster than light) skip them",
+}
+
+
+def validate_inventory(
+    inventory: pd.DataFrame,
+    path: str,
+    settings: ValidateSettings,
+    *,
+    session: GxSession | None = None,
+) -> list[Finding]:
+    """Check an inventory frame (schemas.INVENTORY); returns findings, never raises on them.
+
+    `session` is the Great Expectations session to validate through (an in-memory one when
+    None); `path` names the file in the findings.
+    """
+    problems = schema_problems(inventory, schemas.INVENTORY)
+    if problems:
+        return [
+            finding(
+                "error",
+                "inventory.schema",
+                path,
+                "the inventory does not have the expected columns: " + "; ".join(problems),
+                count=len(problems),
+            )
+        ]
+    frame = inventory.reset_index(drop=True)
+    session = session or GxSession.ephemeral(examples=settings.examples)
+    results = session.validate(SUITE, lambda: checks(settings), frame, Path(path).name or path)
+    return _findings(results, frame, path, settings)
+
+
+def _findings(
+    results: list[CheckResult], frame: pd.DataFrame, path: str, settings: ValidateSettings
+) -> list[Finding]:
+    by_rule: dict[str, tuple[str, set[int]]] = {}
+    for result in results:
+        if result.success or result.rule == "inventory.schema":
+            continue
+        severity, rows = by_rule.setdefault(result.rule, (result.severity, set()))
+        rows.update(result.unexpected_index.tolist())
+    found = []
+    for rule, (severity, rows) in by_rule.items():
+        ordered = sorted(rows)
+        bad = frame.iloc[ordered]
+        ids = bad["node_id"].tolist()
+        if rule == "inventory.unique_node_id":
+            ids = sorted(set(ids))
+        message = _MESSAGES[rule].format(
+            ids=name_list(ids),
+            low=settings.compute_capability.low,
+            high=settings.compute_capability.high,
+        )
+        examples = [
+            {"row": i, **row}
+            for i, row in zip(ordered, frame_records(bad, settings.examples), strict=False)
+        ]
+        found.append(finding(severity, rule, path, message, len(ordered), examples))
+    return found

@@ -1,0 +1,726 @@
+"""The raw latency logs: the ``hulk.logs`` suite, one GX batch per day partition.
+
+`validate_logs` reads one partition (``logs/day=YYYY-MM-DD/*.parquet``, or CSV files) at a time,
+only the log columns, and validates it as one batch. The window is [now − window_days, now];
+partitions whose day ends before it are never opened (like ingest), later ones all are.
+
+Per batch (rule → what happens to the offending rows):
+
+- missing or mistyped column, or an empty value where only ``elapsed_ms`` may be empty: an
+  immediate `InputError` naming the file and the column;
+- `logs.unknown_machine` (error): src or dst is not in the inventory (the message names them);
+- quarantined with a warning: `logs.status` (not ok/timeout/unreachable), `logs.msg_bytes`
+  (not > 0), `logs.elapsed_negative`, `logs.elapsed_missing` (status ok without a time),
+  `logs.elapsed_on_failure` (a time on a lost probe), `logs.future_timestamp` (after now +
+  future_skew_s), `logs.outside_window` (before the window), `logs.wrong_partition` (not in its
+  own day folder), `logs.self_loop` (src == dst), `logs.duplicate` (a repeat of the same
+  schemas.LOG_KEY: the first copy is kept), `logs.faster_than_light` (elapsed below the
+  great-circle fiber floor between the two machines; machines without coordinates are skipped).
+
+A row that breaks several rules is quarantined once, under the first rule of `QUARANTINE_ORDER`
+(a finding counts every row that breaks its rule). Rows with an unknown machine are listed in
+the quarantine too.
+
+Over the whole window (quarantined rows never count):
+
+- `logs.empty_window` (error): no probe at all in the window, or none left after quarantine;
+- `logs.missing_days` (warning): whole UTC days of the window without any probe, named;
+- `logs.stale_machine` (warning): active machines without a successful probe from or to them in
+  the last `stale_after_hours` of the window (a machine that is down still shows up as the
+  destination of timed-out probes, so only successful probes count), named;
+- `logs.asymmetric_pair` (warning): pairs whose per-direction median over the successful 64-byte
+  probes differ by `asymmetry_ratio`× and by `asymmetry_min_ms` or more, named.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from hulk import schemas
+from hulk.errors import InputError
+from hulk.findings import Finding
+from hulk.settings import ValidateSettings
+from hulk.validation._common import (
+    LATENCY_PROBE_BYTES,
+    Machines,
+    Tally,
+    finding,
+    frame_records,
+    name_list,
+    plural,
+    utc_timestamp,
+)
+from hulk.validation._gx import Check, CheckResult, GxSession, make_check
+
+SUITE = "hulk.logs"
+Progress = Callable[[int, int], None] | None
+
+QUARANTINE_COLUMNS = {**schemas.LOGS, "rule": "string", "file": "string", "row": "int64"}
+# A row breaking several rules is quarantined under the first of these.
+QUARANTINE_ORDER = (
+    "logs.unknown_machine",
+    "logs.status",
+    "logs.msg_bytes",
+    "logs.elapsed_negative",
+    "logs.elapsed_missing",
+    "logs.elapsed_on_failure",
+    "logs.future_timestamp",
+    "logs.outside_window",
+    "logs.wrong_partition",
+    "logs.self_loop",
+    "logs.duplicate",
+    "logs.faster_than_light",
+)
+_REASONS = {
+    "logs.unknown_machine": "name a machine that is not in the inventory",
+    "logs.status": "have a status other than " + ", ".join(schemas.PROBE_STATUSES),
+    "logs.msg_bytes": "have a message size that is not positive",
+    "logs.elapsed_negative": "have a negative elapsed_ms",
+    "logs.elapsed_missing": "have status ok but no elapsed_ms",
+    "logs.elapsed_on_failure": "were lost (status not ok) but carry an elapsed_ms",
+    "logs.future_timestamp": "are timestamped in the future (after now + future_skew_s)",
+    "logs.outside_window": "are timestamped before the window",
+    "logs.wrong_partition": "lie outside the day of their day=YYYY-MM-DD partition",
+    "logs.self_loop": "are self-loops (src == dst)",
+    "logs.duplicate": "repeat an earlier probe (same ts, src, dst, msg_bytes; the first is kept)",
+    "logs.faster_than_light": "are faster than light in fiber between the two machines",
+}
+_NULLABLE = {"elapsed_ms"}
+_US = pd.Timedelta(microseconds=1)
+
+
+@dataclass
+class LogValidation:
+    """Findings over the window, and the raw rows set aside (QUARANTINE_COLUMNS)."""
+
+    findings: list[Finding]
+    quarantine: pd.DataFrame
+    rows: int = 0  # log rows read in the window's partitions
+    batches: int = 0  # GX batches (partitions, or unpartitioned files)
+    window_start: pd.Timestamp | None = None
+    window_end: pd.Timestamp | None = None
+    quarantined_by_rule: dict[str, int] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------------
+# Reading
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Batch:
+    label: str  # "day=2026-11-20" or the file name
+    day: dt.date | None
+    files: tuple[Path, ...]
+
+
+def _batches(logs_dir: Path) -> tuple[list[_Batch], str]:
+    """The log files grouped into batches (one per day partition, else one per file)."""
+    from hulk.ingest import discover_logs
+
+    try:
+        log_set = discover_logs(Path(logs_dir))
+    except InputError as exc:
+        if exc.rule == "no-log-files" and Path(logs_dir).is_dir():
+            return [], "parquet"  # an empty folder: reported as an empty window
+        raise
+    by_day: dict[dt.date, list[Path]] = defaultdict(list)
+    loose: list[_Batch] = []
+    for log_file in log_set.files:
+        if log_file.day is None:
+            loose.append(_Batch(log_file.path.name, None, (log_file.path,)))
+        else:
+            by_day[log_file.day].append(log_file.path)
+    days = [_Batch(f"day={d.isoformat()}", d, tuple(sorted(by_day[d]))) for d in sorted(by_day)]
+    return days + loose, log_set.format
+
+
+def _is_string(kind: pa.DataType) -> bool:
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind) or kind == pa.string_view()
+
+
+_ARROW_TYPES: dict[str, tuple[str, Callable[[pa.DataType], bool], pa.DataType]] = {
+    "ts": ("a timestamp", pa.types.is_timestamp, pa.timestamp("us", tz="UTC")),
+    "src": ("an integer", pa.types.is_integer, pa.int64()),
+    "dst": ("an integer", pa.types.is_integer, pa.int64()),
+    "msg_bytes": ("an integer", pa.types.is_integer, pa.int64()),
+    "elapsed_ms": (
+        "a number",
+        lambda t: pa.types.is_floating(t) or pa.types.is_integer(t) or pa.types.is_null(t),
+        pa.float64(),
+    ),
+    "status": ("a string", _is_string, pa.string()),
+}
+
+
+def _read_parquet(path: Path) -> pa.Table:
+    """The log columns of one Parquet file in schemas.LOGS types (naive ts is taken as UTC)."""
+    try:
+        schema = pq.read_schema(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(path, "logs.readable", f"not a readable Parquet file: {exc}") from None
+    for column, (expected, accepts, _) in _ARROW_TYPES.items():
+        index = schema.get_field_index(column)
+        if index < 0:
+            raise InputError(
+                path,
+                "logs.schema",
+                f"column {column!r} is missing (log columns: {', '.join(schemas.LOGS)})",
+            )
+        kind = schema.field(index).type
+        if not accepts(kind):
+            raise InputError(
+                path, "logs.schema", f"column {column!r} must be {expected}, found {kind}"
+            )
+    try:
+        table = pq.read_table(path, columns=list(schemas.LOGS))
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(path, "logs.readable", f"not a readable Parquet file: {exc}") from None
+    columns = []
+    for column, (expected, _, target) in _ARROW_TYPES.items():
+        data = table.column(column)
+        if column not in _NULLABLE and data.null_count:
+            raise InputError(
+                path,
+                "logs.schema",
+                f"column {column!r} has {plural(data.null_count, 'empty value')}; "
+                "only elapsed_ms may be empty",
+            )
+        try:
+            columns.append(data.cast(target, safe=column != "ts"))
+        except pa.ArrowInvalid as exc:
+            raise InputError(
+                path, "logs.schema", f"column {column!r} must be {expected}: {exc}"
+            ) from None
+    return pa.table(columns, names=list(schemas.LOGS))
+
+
+def _read_csv(path: Path) -> pa.Table:
+    """The log columns of one CSV file; values that do not parse name the column and line."""
+    try:
+        raw = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise InputError(path, "logs.readable", f"cannot parse the CSV file: {exc}") from None
+    raw.columns = [str(c).strip() for c in raw.columns]
+    out: dict[str, object] = {}
+    for column, (expected, _, target) in _ARROW_TYPES.items():
+        if column not in raw.columns:
+            raise InputError(
+                path,
+                "logs.schema",
+                f"column {column!r} is missing from the header "
+                f"(log columns: {', '.join(schemas.LOGS)})",
+            )
+        text = raw[column].str.strip()
+        empty = text == ""
+        if column == "status":
+            values = text
+            bad = empty
+        elif column == "ts":
+            values = pd.to_datetime(text.where(~empty), utc=True, format="ISO8601", errors="coerce")
+            bad = values.isna()
+        else:
+            values = pd.to_numeric(text.where(~empty), errors="coerce")
+            bad = values.isna() & ~(empty & (column in _NULLABLE))
+            if target == pa.int64():
+                bad |= values.notna() & (values != np.round(values))
+        if bad.any():
+            rows = raw.index[bad.to_numpy()]
+            raise InputError(
+                path,
+                "logs.schema",
+                f"column {column!r} must be {expected}"
+                + (" or empty" if column in _NULLABLE else "")
+                + f" on every row: {plural(len(rows), 'bad value')}",
+                [f"line {i + 2}: {column}={raw.at[i, column]!r}" for i in rows[:5]],
+            )
+        if column == "ts":
+            out[column] = pa.array(values.dt.as_unit("us"), type=target)
+        elif column == "status":
+            out[column] = pa.array(values.to_numpy(dtype=object), type=target)
+        else:
+            out[column] = pa.array(values.to_numpy(dtype="float64"), from_pandas=True).cast(target)
+    return pa.table(out)
+
+
+def _read_batch(batch: _Batch, fmt: str) -> tuple[pd.DataFrame, np.ndarray]:
+    """One batch's rows (schemas.LOGS, RangeIndex) and the first row of each file in it."""
+    read = _read_parquet if fmt == "parquet" else _read_csv
+    tables = [read(path) for path in batch.files]
+    offsets = np.cumsum([0] + [t.num_rows for t in tables])[:-1]
+    table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    frame = table.to_pandas()
+    # Categorical: GX filters the whole frame once per expectation, and taking rows of an
+    # Arrow-backed string column costs more than all the other columns together.
+    frame["status"] = frame["status"].astype("category")
+    return frame, offsets
+
+
+# --------------------------------------------------------------------------------------------
+# The suite
+# --------------------------------------------------------------------------------------------
+
+
+def checks() -> list[Check]:
+    """The expectations of the logs suite (ts bounds are parameters: they depend on the day)."""
+    import great_expectations.expectations as gxe
+    from great_expectations.expectations.row_conditions import Column
+
+    return [
+        make_check(
+            "logs.unknown_machine",
+            "error",
+            gxe.ExpectColumnValuesToBeBetween(
+                column="src_row",
+                min_value=0,
+                description="src is an inventory node_id (src_row: its inventory row, or -1)",
+            ),
+        ),
+        make_check(
+            "logs.unknown_machine",
+            "error",
+            gxe.ExpectColumnValuesToBeBetween(
+                column="dst_row",
+                min_value=0,
+                description="dst is an inventory node_id (dst_row: its inventory row, or -1)",
+            ),
+        ),
+        make_check(
+            "logs.timestamp",
+            "warning",
+            gxe.ExpectColumnValuesToBeBetween(
+                column="ts",
+                min_value={"$PARAMETER": "ts_min"},
+                max_value={"$PARAMETER": "ts_max"},
+            ),
+        ),
+        make_check(
+            "logs.status",
+            "warning",
+            gxe.ExpectColumnValuesToBeInSet(
+                column="status", value_set=list(schemas.PROBE_STATUSES)
+            ),
+        ),
+        make_check(
+            "logs.msg_bytes",
+            "warning",
+            gxe.ExpectColumnValuesToBeBetween(column="msg_bytes", min_value=1),
+        ),
+        make_check(
+            "logs.elapsed_negative",
+            "warning",
+            gxe.ExpectColumnValuesToBeBetween(column="elapsed_ms", min_value=0),
+        ),
+        make_check(
+            "logs.elapsed_missing",
+            "warning",
+            gxe.ExpectColumnValuesToNotBeNull(
+                column="elapsed_ms", row_condition=Column("status") == schemas.PROBE_OK
+            ),
+        ),
+        make_check(
+            "logs.elapsed_on_failure",
+            "warning",
+            gxe.ExpectColumnValuesToBeNull(
+                column="elapsed_ms", row_condition=Column("status") != schemas.PROBE_OK
+            ),
+        ),
+        make_check(
+            "logs.self_loop",
+            "warning",
+            gxe.ExpectColumnValuesToBeInSet(
+                column="is_self_loop", value_set=[False], description="src differs from dst"
+            ),
+        ),
+        make_check(
+            "logs.duplicate",
+            "warning",
+            gxe.ExpectCompoundColumnsToBeUnique(column_list=list(schemas.LOG_KEY)),
+        ),
+        make_check(
+            "logs.faster_than_light",
+            "warning",
+            gxe.ExpectColumnPairValuesAToBeGreaterThanB(
+                column_A="elapsed_ms",
+                column_B="fiber_floor_ms",
+                or_equal=True,
+                ignore_row_if="either_value_is_missing",
+                description="elapsed_ms is at least the great-circle distance over light in fiber",
+            ),
+        ),
+    ]
+
+
+# --------------------------------------------------------------------------------------------
+# Validation
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Window:
+    start: pd.Timestamp  # end − window_days
+    end: pd.Timestamp  # the window's end (now, unless the caller aligns it with ingest's)
+    latest: pd.Timestamp  # now + future_skew_s: later is "in the future"
+
+    def bounds(self, day: dt.date | None) -> tuple[pd.Timestamp, pd.Timestamp]:
+        """Inclusive [min, max] of a valid ts in a batch of this day (None: any day)."""
+        low, high = self.start, self.latest
+        if day is not None:
+            day_start = pd.Timestamp(day, tz="UTC")
+            low = max(low, day_start)
+            high = min(high, day_start + pd.Timedelta(days=1) - _US)
+        if low > high:  # a partition after now: nothing in it can be valid
+            low = high = self.latest
+        return low, high
+
+    def days(self) -> list[dt.date]:
+        """The UTC days that lie wholly inside the window (partial days at its ends may be
+        partly logged, so they are never reported missing)."""
+        first, end = self.start.ceil("D"), self.end.floor("D")
+        return [d.date() for d in pd.date_range(first, end, freq="D", inclusive="left")]
+
+
+@dataclass
+class _Totals:
+    """What is gathered over the batches (only rows that pass count, except `rows`)."""
+
+    machines: Machines
+    probe_bytes: int
+    rows: int = 0
+    kept: int = 0
+    tallies: dict[str, Tally] = field(default_factory=lambda: defaultdict(Tally))
+    unknown_ids: set[int] = field(default_factory=set)
+    quarantine: list[pd.DataFrame] = field(default_factory=list)
+    days: set[dt.date] = field(default_factory=set)
+    last_ok: np.ndarray = field(init=False)
+    # Successful latency probes per directed pair (src_row * len(machines) + dst_row): views
+    # into one sorted float32 array per batch, so the medians are exact at 4 bytes a probe.
+    pair_ms: dict[int, list[np.ndarray]] = field(default_factory=lambda: defaultdict(list))
+
+    def __post_init__(self) -> None:
+        self.last_ok = np.full(len(self.machines), np.iinfo("int64").min, dtype="int64")
+
+    def add_latencies(self, src_row: np.ndarray, dst_row: np.ndarray, ms: np.ndarray) -> None:
+        """Remember successful latency probes, grouped by directed pair."""
+        if len(ms) == 0:
+            return
+        codes = src_row * len(self.machines) + dst_row
+        order = np.argsort(codes, kind="stable")
+        codes, values = codes[order], ms[order].astype("float32")
+        starts = np.flatnonzero(np.diff(codes)) + 1
+        firsts = codes[np.r_[0, starts]].tolist()
+        for code, part in zip(firsts, np.split(values, starts), strict=True):
+            self.pair_ms[code].append(part)
+
+
+def _micros(stamp: pd.Timestamp) -> int:
+    """Microseconds since the epoch (Timestamp.value is always in nanoseconds)."""
+    return int(stamp.value // 1000)
+
+
+def validate_logs(
+    logs_dir: Path,
+    inventory: pd.DataFrame,
+    settings: ValidateSettings,
+    now: dt.datetime,
+    window_days: int,
+    progress: Progress = None,
+    *,
+    session: GxSession | None = None,
+    probe_bytes: int = LATENCY_PROBE_BYTES,
+    window_end: dt.datetime | None = None,
+) -> LogValidation:
+    """Validate the raw logs of the window [end − window_days, end], one partition at a time.
+
+    `end` is `window_end` when given (the pipeline passes ingest's window end, so both steps
+    look at the same probes), else `now`; anything after `now` + future_skew_s is in the future.
+
+    Raises InputError for a log folder without log files, or a file that cannot be read (missing
+    or mistyped column, naming the file and column); every other problem is a finding.
+    `progress(done, total)` is called after each batch. `session` is the Great Expectations
+    session to validate through (in memory when None); `probe_bytes` is the latency-probe size.
+    """
+    logs_dir = Path(logs_dir)
+    batches, fmt = _batches(logs_dir)
+    now_ts = utc_timestamp(now)
+    end_ts = now_ts if window_end is None else utc_timestamp(window_end)
+    window = _Window(
+        start=end_ts - pd.Timedelta(days=window_days),
+        end=end_ts,
+        latest=now_ts + pd.Timedelta(seconds=settings.future_skew_s),
+    )
+    batches = [b for b in batches if b.day is None or b.day >= window.start.date()]
+    session = session or GxSession.ephemeral(examples=settings.examples)
+    totals = _Totals(Machines.from_inventory(inventory), probe_bytes)
+    for done, batch in enumerate(batches, start=1):
+        frame, offsets = _read_batch(batch, fmt)
+        _validate_batch(batch, frame, offsets, window, settings, session, totals)
+        del frame
+        if progress is not None:
+            progress(done, len(batches))
+
+    where = str(logs_dir)
+    findings = _row_findings(totals, where)
+    findings += _window_findings(totals, window, settings, where, len(batches))
+    quarantine = (
+        pd.concat(totals.quarantine, ignore_index=True)
+        if totals.quarantine
+        else schemas.empty(QUARANTINE_COLUMNS)
+    )
+    quarantine = schemas.conform(quarantine, QUARANTINE_COLUMNS)
+    return LogValidation(
+        findings=findings,
+        quarantine=quarantine,
+        rows=totals.rows,
+        batches=len(batches),
+        window_start=window.start,
+        window_end=window.end,
+        quarantined_by_rule={
+            str(k): int(v) for k, v in quarantine["rule"].value_counts(sort=False).items()
+        },
+    )
+
+
+def _validate_batch(
+    batch: _Batch,
+    frame: pd.DataFrame,
+    offsets: np.ndarray,
+    window: _Window,
+    settings: ValidateSettings,
+    session: GxSession,
+    totals: _Totals,
+) -> None:
+    n = len(frame)
+    totals.rows += n
+    if n == 0:
+        return
+    machines = totals.machines
+    src = frame["src"].to_numpy()
+    dst = frame["dst"].to_numpy()
+    src_row, dst_row = machines.positions(src), machines.positions(dst)
+    frame["src_row"] = src_row
+    frame["dst_row"] = dst_row
+    frame["is_self_loop"] = src == dst
+    frame["fiber_floor_ms"] = machines.floor_ms(src_row, dst_row, settings.fiber_km_per_ms)
+    ts_min, ts_max = window.bounds(batch.day)
+    results = session.validate(
+        SUITE, checks, frame, batch.label, {"ts_min": ts_min, "ts_max": ts_max}
+    )
+
+    ts_us = frame["ts"].to_numpy(dtype="datetime64[us]").astype("int64")
+    flagged = _flagged_rows(results, frame, ts_us, window)
+    rule_of = np.full(n, -1, dtype="int8")
+    for code, rule in enumerate(QUARANTINE_ORDER):
+        rows = flagged.get(rule)
+        if rows is not None and len(rows):
+            rows = rows[rule_of[rows] < 0]
+            rule_of[rows] = code
+    bad = np.flatnonzero(rule_of >= 0)
+
+    def located(rows: np.ndarray) -> pd.DataFrame:
+        """The rows with their file and row number in that file."""
+        part = frame.iloc[rows]
+        file_no = np.searchsorted(offsets, rows, side="right") - 1
+        names = np.array([str(p) for p in batch.files], dtype=object)
+        return part[list(schemas.LOGS)].assign(file=names[file_no], row=rows - offsets[file_no])
+
+    for rule, rows in flagged.items():
+        if len(rows) == 0:
+            continue
+        examples = located(rows[: settings.examples])
+        if rule == "logs.faster_than_light":
+            examples = examples.assign(
+                fiber_floor_ms=frame["fiber_floor_ms"].to_numpy()[rows[: settings.examples]]
+            )
+        totals.tallies[rule].add(len(rows), frame_records(examples), batch.label, settings.examples)
+        if rule == "logs.unknown_machine":
+            totals.unknown_ids.update(src[rows][src_row[rows] < 0].tolist())
+            totals.unknown_ids.update(dst[rows][dst_row[rows] < 0].tolist())
+    if len(bad):
+        rules = np.array(QUARANTINE_ORDER, dtype=object)[rule_of[bad]]
+        totals.quarantine.append(located(bad).assign(rule=rules))
+
+    keep = rule_of < 0
+    totals.kept += int(keep.sum())
+    if not keep.any():
+        return
+    if batch.day is not None:
+        totals.days.add(batch.day)
+    else:
+        days = np.unique(ts_us[keep] // 86_400_000_000)
+        totals.days.update(dt.date(1970, 1, 1) + dt.timedelta(days=int(d)) for d in days)
+    ok = keep & (frame["status"] == schemas.PROBE_OK).to_numpy(dtype=bool)
+    np.maximum.at(totals.last_ok, src_row[ok], ts_us[ok])
+    np.maximum.at(totals.last_ok, dst_row[ok], ts_us[ok])
+    elapsed = frame["elapsed_ms"].to_numpy()
+    probe = ok & (frame["msg_bytes"].to_numpy() == totals.probe_bytes) & np.isfinite(elapsed)
+    totals.add_latencies(src_row[probe], dst_row[probe], elapsed[probe])
+
+
+def _flagged_rows(
+    results: list[CheckResult], frame: pd.DataFrame, ts_us: np.ndarray, window: _Window
+) -> dict[str, np.ndarray]:
+    """Offending row positions by rule (the ts check split into its three rules)."""
+    flagged: dict[str, list[np.ndarray]] = defaultdict(list)
+    for result in results:
+        if result.success or len(result.unexpected_index) == 0:
+            continue
+        rows = result.unexpected_index
+        if result.rule == "logs.timestamp":
+            ts = ts_us[rows]
+            future = ts > _micros(window.latest)
+            early = ts < _micros(window.start)
+            flagged["logs.future_timestamp"].append(rows[future])
+            flagged["logs.outside_window"].append(rows[early & ~future])
+            flagged["logs.wrong_partition"].append(rows[~early & ~future])
+        elif result.rule == "logs.duplicate":
+            repeat = frame.duplicated(list(schemas.LOG_KEY), keep="first").to_numpy()
+            flagged[result.rule].append(rows[repeat[rows]])
+        else:
+            flagged[result.rule].append(rows)
+    return {rule: np.unique(np.concatenate(parts)) for rule, parts in flagged.items()}
+
+
+# --------------------------------------------------------------------------------------------
+# Findings
+# --------------------------------------------------------------------------------------------
+
+
+def _row_findings(totals: _Totals, where: str) -> list[Finding]:
+    found = []
+    for rule in QUARANTINE_ORDER:
+        tally = totals.tallies.get(rule)
+        if tally is None or tally.count == 0:
+            continue
+        where_from = f"in {plural(len(tally.batches), 'partition')} ({name_list(tally.batches, 3)})"
+        if rule == "logs.unknown_machine":
+            ids = sorted(totals.unknown_ids)
+            message = (
+                f"{plural(tally.count, 'probe')} {where_from} name machine(s) that are not in "
+                f"the inventory: {name_list(ids)}"
+            )
+            found.append(finding("error", rule, where, message, tally.count, tally.examples))
+            continue
+        message = f"{plural(tally.count, 'probe')} {where_from} {_REASONS[rule]}: quarantined"
+        found.append(finding("warning", rule, where, message, tally.count, tally.examples))
+    return found
+
+
+def _window_findings(
+    totals: _Totals, window: _Window, settings: ValidateSettings, where: str, batches: int
+) -> list[Finding]:
+    span = f"[{window.start.isoformat()}, {window.end.isoformat()}]"
+    if totals.rows == 0:
+        message = f"no probes in the window {span}: " + (
+            f"the {plural(batches, 'partition')} in it hold no rows"
+            if batches
+            else "no partition lies in it"
+        )
+        return [finding("error", "logs.empty_window", where, message)]
+    if totals.kept == 0:
+        message = f"all {plural(totals.rows, 'probe')} in the window {span} were quarantined"
+        return [finding("error", "logs.empty_window", where, message, totals.rows)]
+    found = []
+    missing = [d for d in window.days() if d not in totals.days]
+    if missing:
+        names = [d.isoformat() for d in missing]
+        found.append(
+            finding(
+                "warning",
+                "logs.missing_days",
+                where,
+                f"{len(missing)} of the window's {len(window.days())} whole days have no probes: "
+                f"{name_list(names)}",
+                len(missing),
+                [{"day": d} for d in names[: settings.examples]],
+            )
+        )
+    found += _stale_machines(totals, window, settings, where)
+    found += _asymmetric_pairs(totals, settings, where)
+    return found
+
+
+def _stale_machines(
+    totals: _Totals, window: _Window, settings: ValidateSettings, where: str
+) -> list[Finding]:
+    machines = totals.machines
+    since = window.end - pd.Timedelta(hours=settings.stale_after_hours)
+    since_us = _micros(since)
+    stale = np.flatnonzero(machines.active & (totals.last_ok < since_us))
+    if len(stale) == 0:
+        return []
+    order = stale[np.argsort(totals.last_ok[stale], kind="stable")]
+    examples = [
+        {
+            "node_id": int(machines.ids[i]),
+            "city": machines.city[i],
+            "last_ok_probe": None
+            if totals.last_ok[i] == np.iinfo("int64").min
+            else pd.Timestamp(totals.last_ok[i], unit="us", tz="UTC").isoformat(),
+        }
+        for i in order[: settings.examples]
+    ]
+    message = (
+        f"{plural(len(stale), 'active machine')} had no successful probe from or to them in the "
+        f"last {settings.stale_after_hours:g} h of the window (since {since.isoformat()}): "
+        f"{name_list(machines.ids[stale].tolist())}"
+    )
+    return [finding("warning", "logs.stale_machine", where, message, len(stale), examples)]
+
+
+def _asymmetric_pairs(totals: _Totals, settings: ValidateSettings, where: str) -> list[Finding]:
+    """Pairs whose two directions' median latencies differ strongly (exact medians)."""
+    if not totals.pair_ms:
+        return []
+    codes = np.fromiter(totals.pair_ms, dtype="int64", count=len(totals.pair_ms))
+    medians, probes = np.empty(len(codes)), np.empty(len(codes), dtype="int64")
+    for k, code in enumerate(codes.tolist()):
+        values = np.concatenate(totals.pair_ms[code])
+        medians[k], probes[k] = np.median(values.astype("float64")), len(values)
+    totals.pair_ms.clear()
+    stats = pd.DataFrame({"median": medians, "probes": probes}, index=codes)
+    count = len(totals.machines)
+    src_row, dst_row = np.divmod(stats.index.to_numpy(dtype="int64"), count)
+    stats["a"], stats["b"] = np.minimum(src_row, dst_row), np.maximum(src_row, dst_row)
+    stats["forward"] = src_row < dst_row
+    forward = stats[stats["forward"]].set_index(["a", "b"])
+    reverse = stats[~stats["forward"]].set_index(["a", "b"])
+    both = forward.join(reverse, lsuffix="_ab", rsuffix="_ba", how="inner")
+    slow = both[["median_ab", "median_ba"]].max(axis=1)
+    fast = both[["median_ab", "median_ba"]].min(axis=1)
+    strong = (slow >= settings.asymmetry_ratio * fast) & (slow - fast >= settings.asymmetry_min_ms)
+    hits = both[strong].assign(ratio=(slow / fast.where(fast > 0))[strong])
+    if hits.empty:
+        return []
+    hits = hits.sort_values("ratio", ascending=False, na_position="first")
+    ids = totals.machines.ids
+    pairs = [(int(ids[a]), int(ids[b])) for a, b in hits.index]
+    examples = [
+        {
+            "src": int(ids[a]),
+            "dst": int(ids[b]),
+            "median_ms": float(row.median_ab),
+            "reverse_median_ms": float(row.median_ba),
+            "probes": int(row.probes_ab),
+            "reverse_probes": int(row.probes_ba),
+        }
+        for (a, b), row in hits.head(settings.examples).iterrows()
+    ]
+    message = (
+        f"{plural(len(pairs), 'pair')} differ strongly by direction (median of the successful "
+        f"{totals.probe_bytes}-byte probes {settings.asymmetry_ratio:g}x and "
+        f"{settings.asymmetry_min_ms:g} ms or more apart): "
+        + name_list(f"{a}<->{b}" for a, b in pairs)
+    )
+    return [finding("warning", "logs.asymmetric_pair", where, message, len(pairs), examples)]
