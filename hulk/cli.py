@@ -18,6 +18,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from hulk import pipeline
@@ -33,8 +34,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-out = Console()
-err = Console(stderr=True)
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
 
 ParamsOption = Annotated[
     Path, typer.Option("--params", help="Settings file (every tunable number of Hulk).")
@@ -50,7 +51,7 @@ def main(ctx: typer.Context, params: ParamsOption = DEFAULT_PARAMS) -> None:
     try:
         ctx.obj = load_settings(params)
     except HulkError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        err.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(exc.exit_code) from None
 
 
@@ -62,7 +63,7 @@ def reports_errors(command: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return command(*args, **kwargs)
         except HulkError as exc:
-            err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+            err.print(f"[red]error:[/red] {escape(str(exc))}")
             raise typer.Exit(exc.exit_code) from None
 
     return wrapper
@@ -89,13 +90,13 @@ def progress_bar(label: str) -> Iterator[Callable[[int, int], None]]:
 
 def report(result: pipeline.StepResult, title: str, started: float) -> None:
     for finding in result.warnings:
-        err.print(f"[yellow]{finding.render()}[/yellow]", highlight=False, soft_wrap=True)
+        err.print(f"[yellow]{escape(finding.render())}[/yellow]")
     out.print(f"[green]✓[/green] {title} ({time.perf_counter() - started:.1f} s)")
     for key, value in result.summary.items():
         if not isinstance(value, dict):
-            out.print(f"    {key}: {value}")
+            out.print(f"    {key}: {escape(str(value))}")
     for key, path in result.outputs.items():
-        out.print(f"    {key}: {path}", highlight=False)
+        out.print(f"    {key}: {escape(str(path))}")
 
 
 @app.command()
@@ -224,12 +225,15 @@ def run(
     result = pipeline.graph(data, settings)
     report(result, "fleet graph", started)
     out.print(f"\nDone in {time.perf_counter() - total:.0f} s. Where to look:")
-    out.print(f"    inventory      {data / 'machines.csv'}", highlight=False)
-    out.print(f"    link table     {data / 'links.parquet'}", highlight=False)
-    out.print(f"    quarantine     {data / 'quarantine.parquet'}", highlight=False)
-    out.print(f"    validation     {data / 'validation' / 'report.json'}", highlight=False)
-    out.print(f"    data docs      {data / 'validation' / 'docs' / 'index.html'}", highlight=False)
-    out.print(f"    fleet graph    {data / 'graph' / 'snapshot.json'}", highlight=False)
+    for label, path in (
+        ("inventory", data / "machines.csv"),
+        ("link table", data / "links.parquet"),
+        ("quarantine", data / "quarantine.parquet"),
+        ("validation", data / "validation" / "report.json"),
+        ("data docs", data / "validation" / "docs" / "index.html"),
+        ("fleet graph", data / "graph" / "snapshot.json"),
+    ):
+        out.print(f"    {label:<14} {escape(str(path))}")
 
 
 if __name__ == "__main__":

@@ -87,10 +87,12 @@ def generate(
 # --- import ---------------------------------------------------------------------------------
 
 
-def import_hulk(nodes: Path, edges: Path, out_dir: Path, settings: Settings) -> StepResult:
+def import_hulk(
+    nodes: Path, edges: Path, out_dir: Path, settings: Settings, now: dt.datetime | None = None
+) -> StepResult:
     """Inventory and link table from the paper's published format, validated before writing."""
     from hulk.importer import import_hulk as read_hulk_format
-    from hulk.validation import validate_inventory, validate_links
+    from hulk.validation import run_validation, validate_inventory, validate_links
 
     result = read_hulk_format(
         nodes,
@@ -98,34 +100,43 @@ def import_hulk(nodes: Path, edges: Path, out_dir: Path, settings: Settings) -> 
         default_gpu_count=settings.graph.default_gpu_count,
         validation=settings.validation,
     )
-    findings = list(result.findings)
-    findings += validate_inventory(result.inventory, str(nodes), settings.validation)
-    findings += validate_links(result.links, result.inventory, str(edges), settings.validation)
-    raise_on_errors(findings)
+    checked = validate_inventory(result.inventory, str(nodes), settings.validation)
+    checked += validate_links(result.links, result.inventory, str(edges), settings.validation)
+    raise_on_errors(checked)
     out_dir.mkdir(parents=True, exist_ok=True)
     io.write_csv(out_dir / schemas.INVENTORY_FILE, result.inventory)
     io.write_parquet(out_dir / schemas.LINKS_FILE, result.links)
     io.write_parquet(out_dir / schemas.QUARANTINE_FILE, result.quarantine)
-    _write_report(out_dir, findings)
+    # The written files go through the same validation as everything else (report, Data Docs);
+    # what the importer itself set aside is added to that report.
+    report = run_validation(
+        out_dir, settings.validation, now or dt.datetime.now(dt.UTC), settings.ingest.window_days
+    )
+    _add_findings(report.report_path, result.findings)
     return StepResult(
         outputs={
             "inventory": out_dir / schemas.INVENTORY_FILE,
             "links": out_dir / schemas.LINKS_FILE,
             "quarantine": out_dir / schemas.QUARANTINE_FILE,
+            "report": report.report_path,
+            "docs": report.docs_index,
         },
-        findings=findings,
-        summary={"machines": len(result.inventory), "links": len(result.links)},
+        findings=result.findings + report.findings,
+        summary={
+            "machines": len(result.inventory),
+            "links": len(result.links),
+            "quarantined_rows": len(result.quarantine),
+        },
     )
 
 
-def _write_report(out_dir: Path, findings: list[Finding]) -> Path:
-    path = out_dir / schemas.VALIDATION_DIR / "report.json"
-    report = {
-        "ok": not any(f.severity == "error" for f in findings),
-        "findings": [f.to_dict() for f in findings],
-    }
-    io.write_text(path, json.dumps(report, indent=2, default=str) + "\n")
-    return path
+def _add_findings(report_path: Path, findings: list[Finding]) -> None:
+    report = json.loads(report_path.read_text())
+    report["findings"] = [f.to_dict() for f in findings] + report.get("findings", [])
+    counts = report.setdefault("counts", {})
+    counts["warnings"] = sum(f["severity"] == "warning" for f in report["findings"])
+    counts["errors"] = sum(f["severity"] == "error" for f in report["findings"])
+    io.write_text(report_path, json.dumps(report, indent=2, default=str) + "\n")
 
 
 # --- validate -----------------------------------------------------------------------------------
@@ -178,7 +189,7 @@ def ingest(
     validates the raw logs first, so unvalidated rows never reach the link table.
     """
     from hulk.ingest import link_stats, window_end_for
-    from hulk.validation import read_inventory, validate_links, validate_logs
+    from hulk.validation import read_inventory, record_link_validation, validate_logs
 
     now = now or dt.datetime.now(dt.UTC)
     window_end = window_end_for(logs_dir, now)
@@ -203,7 +214,9 @@ def ingest(
         logs_dir, inventory, settings.ingest, quarantine=quarantine, window_end=window_end
     )
     links_path = out_dir / schemas.LINKS_FILE
-    findings += validate_links(links, inventory, str(links_path), settings.validation)
+    findings += record_link_validation(
+        out_dir, links, inventory, links_path, settings.validation, now
+    )
     raise_on_errors(findings)
     out_dir.mkdir(parents=True, exist_ok=True)
     if (out_dir / schemas.INVENTORY_FILE).resolve() != inventory_file.resolve():

@@ -17,6 +17,8 @@ be read at all (missing, unparseable, missing or mistyped columns) raises `Input
 - `validate_links(links, inventory, path, settings)` → findings
 - `run_validation(data_dir, settings, now, window_days, progress)` → `ValidationReport`, writing
   validation/report.json, quarantine.parquet and the HTML Data Docs (validation/docs/index.html)
+- `record_link_validation(data_dir, links, inventory, links_path, settings, now)` → findings,
+  adding a new link table's results to that report and those Data Docs
 
 Each module documents its rules: `hulk.validation.inventory`, `hulk.validation.logs`,
 `hulk.validation.links`.
@@ -25,7 +27,7 @@ Each module documents its rules: `hulk.validation.inventory`, `hulk.validation.l
 from hulk.validation.inventory import read_inventory, validate_inventory
 from hulk.validation.links import read_links, validate_links
 from hulk.validation.logs import QUARANTINE_COLUMNS, LogValidation, validate_logs
-from hulk.validation.run import ValidationReport, run_validation
+from hulk.validation.run import ValidationReport, record_link_validation, run_validation
 
 __all__ = [
     "QUARANTINE_COLUMNS",
@@ -33,6 +35,7 @@ __all__ = [
     "ValidationReport",
     "read_inventory",
     "read_links",
+    "record_link_validation",
     "run_validation",
     "validate_inventory",
     "validate_links",

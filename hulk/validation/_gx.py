@@ -121,7 +121,8 @@ class GxSession:
         self.docs_dir = docs_dir
         self.suites: dict[str, SuiteRecord] = {}
         self._definitions: dict[str, Any] = {}
-        self._datasource = context.data_sources.add_pandas(DATASOURCE)
+        # add_or_update: a reopened project (see `project(fresh=False)`) already has it.
+        self._datasource = context.data_sources.add_or_update_pandas(DATASOURCE)
 
     # --- construction -----------------------------------------------------------------------
 
@@ -144,11 +145,25 @@ class GxSession:
 
     @classmethod
     def project(
-        cls, root: Path, docs_dir: Path, run_time: dt.datetime, examples: int = 5
+        cls,
+        root: Path,
+        docs_dir: Path,
+        run_time: dt.datetime,
+        examples: int = 5,
+        *,
+        fresh: bool = True,
     ) -> GxSession:
-        """A fresh file-mode project under root/gx whose Data Docs site is docs_dir."""
+        """A file-mode project under root/gx whose Data Docs site is docs_dir.
+
+        `fresh` wipes what an earlier run left; `fresh=False` reopens the project to add a
+        suite's results to it (ingest adds the link table's to the logs' of `validate`).
+        """
         gx = import_gx()
         root, docs_dir = Path(root), Path(docs_dir)
+        if not fresh and (root / "gx").is_dir():
+            context = gx.get_context(mode="file", project_root_dir=str(root))
+            _quiet(context)
+            return cls(context, run_time, examples, docs_dir=docs_dir)
         shutil.rmtree(root / "gx", ignore_errors=True)
         shutil.rmtree(docs_dir, ignore_errors=True)
         root.mkdir(parents=True, exist_ok=True)
@@ -230,12 +245,15 @@ class GxSession:
         if suite not in self._definitions:
             gx = import_gx()
             made = list(checks())
-            expectation_suite = self.context.suites.add(
+            expectation_suite = self.context.suites.add_or_update(
                 gx.ExpectationSuite(name=suite, expectations=[c.expectation for c in made])
             )
-            asset = self._datasource.add_dataframe_asset(suite.removeprefix(f"{DATASOURCE}."))
+            asset_name = suite.removeprefix(f"{DATASOURCE}.")
+            if asset_name in {a.name for a in self._datasource.assets}:
+                self._datasource.delete_asset(asset_name)
+            asset = self._datasource.add_dataframe_asset(asset_name)
             batch_definition = asset.add_batch_definition_whole_dataframe(BATCH_DEFINITION)
-            definition = self.context.validation_definitions.add(
+            definition = self.context.validation_definitions.add_or_update(
                 gx.ValidationDefinition(name=suite, data=batch_definition, suite=expectation_suite)
             )
             self._definitions[suite] = (definition, {c.rule: c.severity for c in made})

@@ -162,3 +162,41 @@ def _suites(
             "warnings": sum(f.severity == "warning" for f in mine),
         }
     return out
+
+
+def record_link_validation(
+    data_dir: Path,
+    links: pd.DataFrame,
+    inventory: pd.DataFrame,
+    links_path: Path,
+    settings: ValidateSettings,
+    now: dt.datetime,
+) -> list[Finding]:
+    """Validate a freshly computed link table and add its results to data_dir's validation.
+
+    Ingest runs after `run_validation` (which needs no link table to quarantine raw rows), so the
+    link table's suite is added to the same Great Expectations project and report.json rather
+    than re-validating every log partition. Returns the link table's findings.
+    """
+    data_dir = Path(data_dir)
+    out_dir = data_dir / schemas.VALIDATION_DIR
+    now = utc_timestamp(now).to_pydatetime()
+    session = GxSession.project(out_dir, out_dir / DOCS_DIR, now, settings.examples, fresh=False)
+    findings = validate_links(links, inventory, str(links_path), settings, session=session)
+    docs_index = session.build_docs()
+
+    report_path = out_dir / REPORT_FILE
+    report = json.loads(report_path.read_text()) if report_path.exists() else {}
+    kept = [
+        f for f in report.get("findings", []) if not str(f.get("rule", "")).startswith("links.")
+    ]
+    report["findings"] = kept + [json_value(f.to_dict()) for f in findings]
+    report.setdefault("suites", {})["links"] = _suites(session, findings, False, True)["links"]
+    severities = Counter(f["severity"] for f in report["findings"])
+    counts = report.setdefault("counts", {})
+    counts.update(links=len(links), errors=severities["error"], warnings=severities["warning"])
+    report.setdefault("inputs", {})["links"] = str(links_path)
+    report.setdefault("outputs", {})["data_docs"] = str(docs_index)
+    report["ok"] = severities["error"] == 0
+    io.write_text(report_path, json.dumps(report, indent=2, allow_nan=False) + "\n")
+    return findings

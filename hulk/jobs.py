@@ -1,0 +1,299 @@
+"""Training jobs: the jobs file (CONTRACTS.md), the public presets (DESIGN.md §6) and sizes.
+
+A `Job` describes one model to train. Its derived sizes are the inputs of the cost model
+(DESIGN.md §4, `hulk.cost`):
+
+* ``params = params_b × 1e9`` parameters (rounded to a whole count);
+* ``flops_per_iteration = 6 × params × global_batch × seq_len`` (forward + backward over one
+  global batch);
+* ``activation_bytes = micro_batch × seq_len × hidden × 2`` (one micro-batch's fp16 activation
+  crossing a stage boundary);
+* ``state_bytes = 16 × params`` (mixed-precision Adam: weights, gradients, master weights and
+  two moments);
+* ``min_memory_bytes = min_memory_gb × 1e9`` when the jobs file gives ``min_memory_gb``, else
+  ``state_bytes``. Memory is counted in decimal units throughout, as in the inventory's
+  ``memory_gb``: 1 GB = 1e9 bytes. The cost model uses `min_memory_bytes` as the job's memory
+  need, so with the default both say 16 × params.
+
+The jobs file is YAML with one top-level key, ``jobs``, a list of mappings with the keys
+``name, params_b, layers, hidden, seq_len, global_batch, micro_batch`` and optionally
+``priority`` (int, default 0; higher is placed first) and ``min_memory_gb``. `load_jobs`
+rejects, as an `InputError` naming the file, the job (position and name) and the field:
+unknown keys, missing keys, wrong types (``layers: 48.0`` or ``layers: "48"`` is not an integer;
+an integer is accepted where a number is expected), non-positive or non-finite sizes, a
+``micro_batch`` larger than ``global_batch``, a name outside ``[A-Za-z0-9._-]+`` and duplicate
+names. Every problem of the file is listed in the one error.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from hulk.errors import InputError
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9._-]+")
+GB = 1e9  # bytes per GB: memory is counted in decimal units, like the inventory's memory_gb
+
+FLOPS_PER_PARAM_TOKEN = 6  # forward (2) + backward (4) FLOPs per parameter and token
+ACTIVATION_BYTES_PER_VALUE = 2  # fp16 / bf16 activations
+STATE_BYTES_PER_PARAM = 16  # mixed-precision Adam state
+
+
+@dataclass(frozen=True)
+class Job:
+    """One training job. Sizes are validated on construction (`ValueError` when wrong)."""
+
+    name: str
+    params_b: float  # billions of parameters
+    layers: int
+    hidden: int
+    seq_len: int
+    global_batch: int  # sequences per iteration
+    micro_batch: int  # sequences per micro-batch
+    priority: int = 0  # higher is placed first
+    min_memory_gb: float | None = None  # None: 16 × params_b
+
+    def __post_init__(self) -> None:
+        problems = _job_problems(self)
+        if problems:
+            raise ValueError(f"job {self.name!r}: " + "; ".join(problems))
+
+    @property
+    def params(self) -> int:
+        """Parameter count."""
+        return round(self.params_b * 1e9)
+
+    @property
+    def flops_per_iteration(self) -> float:
+        """6 × params × global_batch × seq_len FLOPs per training iteration."""
+        return float(FLOPS_PER_PARAM_TOKEN * self.params * self.global_batch * self.seq_len)
+
+    @property
+    def activation_bytes(self) -> float:
+        """One micro-batch's activation at a stage boundary: micro_batch × seq_len × hidden × 2."""
+        return float(self.micro_batch * self.seq_len * self.hidden * ACTIVATION_BYTES_PER_VALUE)
+
+    @property
+    def state_bytes(self) -> float:
+        """Model state of mixed-precision Adam: 16 × params bytes."""
+        return float(STATE_BYTES_PER_PARAM * self.params)
+
+    @property
+    def min_memory_bytes(self) -> float:
+        """Memory the whole model needs: min_memory_gb × 1e9, else 16 × params bytes."""
+        if self.min_memory_gb is None:
+            return self.state_bytes
+        return float(self.min_memory_gb * GB)
+
+    @property
+    def micro_batches(self) -> int:
+        """Micro-batches per iteration without data parallelism: ceil(global / micro)."""
+        return -(-self.global_batch // self.micro_batch)
+
+
+def _job_problems(job: Job) -> list[str]:
+    problems = []
+    if not isinstance(job.name, str) or not NAME_PATTERN.fullmatch(job.name):
+        problems.append(f"name {job.name!r} must match [A-Za-z0-9._-]+")
+    sizes = {
+        "params_b": job.params_b,
+        "layers": job.layers,
+        "hidden": job.hidden,
+        "seq_len": job.seq_len,
+        "global_batch": job.global_batch,
+        "micro_batch": job.micro_batch,
+    }
+    if job.min_memory_gb is not None:
+        sizes["min_memory_gb"] = job.min_memory_gb
+    for key, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            problems.append(f"{key} must be a number (got {value!r})")
+        elif not math.isfinite(value) or value <= 0:
+            problems.append(f"{key} must be a positive finite number (got {value!r})")
+    if not problems and job.micro_batch > job.global_batch:
+        problems.append(
+            f"micro_batch ({job.micro_batch}) must not exceed global_batch ({job.global_batch})"
+        )
+    return problems
+
+
+# --- presets (DESIGN.md §6) -------------------------------------------------------------------
+
+PRESET_JOBS: dict[str, Job] = {
+    job.name: job
+    for job in (
+        Job("OPT-175B", 175.0, 96, 12288, 2048, 1024, 1),
+        Job("T5-11B", 11.0, 48, 1024, 512, 2048, 8),
+        Job("GPT-2-1.5B", 1.5, 48, 1600, 1024, 512, 8),
+        Job("BERT-large", 0.34, 24, 1024, 512, 256, 16),
+        Job("RoBERTa-large", 0.355, 24, 1024, 512, 8192, 16),
+        Job("XLNet-large", 0.34, 24, 1024, 512, 8192, 16),
+    )
+}
+# The paper's two scenarios: the first four models together; all six together.
+PAPER_MIX_4: tuple[str, ...] = ("OPT-175B", "T5-11B", "GPT-2-1.5B", "BERT-large")
+PAPER_MIX_6: tuple[str, ...] = (*PAPER_MIX_4, "RoBERTa-large", "XLNet-large")
+
+
+def preset_jobs(names: Iterable[str]) -> list[Job]:
+    """The preset jobs of the given names, in that order (KeyError naming the unknown one)."""
+    jobs = []
+    for name in names:
+        if name not in PRESET_JOBS:
+            raise KeyError(f"no preset job {name!r}; known: {', '.join(PRESET_JOBS)}")
+        jobs.append(PRESET_JOBS[name])
+    return jobs
+
+
+# --- the jobs file ----------------------------------------------------------------------------
+
+_Positive = Field(gt=0, allow_inf_nan=False)
+
+
+class _JobModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+$")]
+    params_b: Annotated[float, _Positive]
+    layers: Annotated[int, Field(gt=0)]
+    hidden: Annotated[int, Field(gt=0)]
+    seq_len: Annotated[int, Field(gt=0)]
+    global_batch: Annotated[int, Field(gt=0)]
+    micro_batch: Annotated[int, Field(gt=0)]
+    priority: int = 0
+    min_memory_gb: Annotated[float, _Positive] | None = None
+
+
+_RULES = {
+    "extra_forbidden": "jobs.unknown_key",
+    "missing": "jobs.missing_key",
+    "string_pattern_mismatch": "jobs.bad_name",
+    "greater_than": "jobs.not_positive",
+    "finite_number": "jobs.not_positive",
+}
+
+
+def _label(index: int, raw: object) -> str:
+    name = raw.get("name") if isinstance(raw, dict) else None
+    return f"job {index + 1}" + (f" ({name!r})" if isinstance(name, str) else "")
+
+
+def _describe(index: int, raw: object, error: dict[str, Any]) -> tuple[str, str]:
+    """(rule, message) for one pydantic error of the job at `index` (0-based)."""
+    field = ".".join(str(part) for part in error["loc"] if not isinstance(part, int))
+    field = field.split(".")[0] if field else "(job)"
+    kind = error["type"]
+    rule = _RULES.get(kind, "jobs.wrong_type")
+    where = f"{_label(index, raw)}, field {field!r}"
+    if kind == "extra_forbidden":
+        return rule, f"{where}: unknown key (known: {', '.join(_JobModel.model_fields)})"
+    if kind == "missing":
+        return rule, f"{where}: missing"
+    if kind == "string_pattern_mismatch":
+        return rule, f"{where}: {error.get('input')!r} must use only letters, digits, '.', '_', '-'"
+    return rule, f"{where}: {error['msg']} (got {error.get('input')!r})"
+
+
+def _read_yaml(path: Path) -> object:
+    if not path.is_file():
+        what = "is a folder, not a file" if path.is_dir() else "does not exist"
+        raise InputError(path, "jobs.missing_file", f"the jobs file {what}")
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InputError(path, "jobs.encoding", f"not UTF-8 text: {exc.reason}") from None
+    except yaml.YAMLError as exc:
+        raise InputError(path, "jobs.yaml_syntax", f"not valid YAML: {exc}") from None
+
+
+def parse_jobs(raw: object, source: str | Path | None = None) -> list[Job]:
+    """Validate the parsed YAML of a jobs file (see the module docstring)."""
+    if not isinstance(raw, dict) or "jobs" not in raw:
+        raise InputError(source, "jobs.structure", "expected a mapping with a 'jobs' list")
+    extra = sorted(str(key) for key in raw if key != "jobs")
+    if extra:
+        raise InputError(source, "jobs.unknown_key", f"unknown top-level key(s): {extra}")
+    entries = raw["jobs"]
+    if not isinstance(entries, list):
+        raise InputError(source, "jobs.structure", f"'jobs' must be a list (got {entries!r})")
+    if not entries:
+        raise InputError(source, "jobs.empty", "the jobs file lists no jobs")
+
+    problems: list[tuple[str, str]] = []
+    jobs: list[Job] = []
+    first_index: dict[str, int] = {}
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            problems.append(
+                ("jobs.structure", f"job {index + 1}: expected a mapping (got {entry!r})")
+            )
+            continue
+        try:
+            model = _JobModel.model_validate(entry)
+        except ValidationError as exc:
+            problems += [_describe(index, entry, error) for error in exc.errors()]
+            continue
+        label = _label(index, entry)
+        if model.micro_batch > model.global_batch:
+            problems.append(
+                (
+                    "jobs.micro_batch_too_large",
+                    f"{label}, field 'micro_batch': {model.micro_batch} exceeds "
+                    f"global_batch {model.global_batch}",
+                )
+            )
+            continue
+        if model.name in first_index:
+            problems.append(
+                (
+                    "jobs.duplicate_name",
+                    f"{label}, field 'name': {model.name!r} is already the name of "
+                    f"job {first_index[model.name] + 1}",
+                )
+            )
+            continue
+        first_index[model.name] = index
+        jobs.append(Job(**model.model_dump()))
+    if problems:
+        rule, first = problems[0]
+        detail = first if len(problems) == 1 else f"{first} (and {len(problems) - 1} more)"
+        raise InputError(source, rule, detail, [message for _, message in problems])
+    return jobs
+
+
+def load_jobs(path: str | Path) -> list[Job]:
+    """Read and validate a jobs file; `InputError` naming file, job and field when it is wrong."""
+    path = Path(path)
+    return parse_jobs(_read_yaml(path), source=path)
+
+
+def job_to_dict(job: Job) -> dict[str, Any]:
+    """The jobs-file mapping of one job (``min_memory_gb`` only when set)."""
+    record: dict[str, Any] = {
+        "name": job.name,
+        "params_b": float(job.params_b),
+        "layers": job.layers,
+        "hidden": job.hidden,
+        "seq_len": job.seq_len,
+        "global_batch": job.global_batch,
+        "micro_batch": job.micro_batch,
+        "priority": job.priority,
+    }
+    if job.min_memory_gb is not None:
+        record["min_memory_gb"] = float(job.min_memory_gb)
+    return record
+
+
+def dump_jobs(jobs: Iterable[Job]) -> str:
+    """A jobs file (YAML) that `load_jobs` reads back to the same jobs."""
+    return yaml.safe_dump(
+        {"jobs": [job_to_dict(job) for job in jobs]}, sort_keys=False, allow_unicode=True
+    )

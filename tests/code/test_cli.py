@@ -1,0 +1,157 @@
+"""The command line: the same pipeline functions, clean errors, nothing half-written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from hulk.cli import app
+
+runner = CliRunner()
+
+# A small, fast window: two days, hourly latency probes.
+TINY = {
+    "generate": {
+        "days": 2,
+        "probe_interval_s": 3600,
+        "throughput_interval_s": 3 * 3600,
+    }
+}
+
+
+def invoke(*args: str):
+    return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+
+@pytest.fixture
+def params(tmp_path: Path) -> Path:
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(TINY))
+    return path
+
+
+@pytest.fixture
+def generated(tmp_path: Path, params: Path) -> Path:
+    data = tmp_path / "data"
+    result = invoke("--params", params, "generate", "--out", data)
+    assert result.exit_code == 0, result.output
+    return data
+
+
+def test_every_command_has_help() -> None:
+    for command in ("generate", "import-hulk", "ingest", "validate", "graph", "run"):
+        result = invoke(command, "--help")
+        assert result.exit_code == 0
+        assert "Usage" in result.output
+
+
+def test_run_chains_every_step(tmp_path: Path, params: Path) -> None:
+    data = tmp_path / "data"
+    result = invoke("--params", params, "run", "--data", data)
+    assert result.exit_code == 0, result.output
+    for name in ("machines.csv", "links.parquet", "quarantine.parquet"):
+        assert (data / name).exists(), name
+    assert (data / "validation" / "docs" / "index.html").exists()
+    report = json.loads((data / "validation" / "report.json").read_text())
+    assert report["ok"] and report["suites"]["links"]["validated"]
+    snapshot = json.loads((data / "graph" / "snapshot.json").read_text())
+    assert snapshot["nodes"] == 47 and snapshot["links"] == len(
+        pd.read_parquet(data / "links.parquet")
+    )
+    assert "Where to look" in result.output
+
+
+def test_steps_one_by_one_and_ingest_reuses_validation(generated: Path, params: Path) -> None:
+    assert invoke("--params", params, "validate", "--data", generated).exit_code == 0
+    assert (generated / "validation" / "validated.json").exists()
+    result = invoke("--params", params, "ingest", "--out", generated)
+    assert result.exit_code == 0, result.output
+    assert invoke("--params", params, "graph", "--data", generated).exit_code == 0
+    first = (generated / "links.parquet").read_bytes()
+    # Same inputs, same bytes.
+    assert invoke("--params", params, "ingest", "--out", generated).exit_code == 0
+    assert (generated / "links.parquet").read_bytes() == first
+
+
+def test_unknown_params_key_is_named(tmp_path: Path) -> None:
+    bad = tmp_path / "params.yaml"
+    bad.write_text("generate:\n  dayz: 2\n")
+    result = invoke("--params", bad, "validate")
+    assert result.exit_code == 2
+    assert "generate.dayz: unknown key" in result.output
+
+
+def test_broken_partition_stops_before_the_link_table(generated: Path, params: Path) -> None:
+    day = sorted((generated / "logs").iterdir())[-1] / "probes.parquet"
+    table = pq.read_table(day).drop_columns(["elapsed_ms"])
+    pq.write_table(table, day)
+    result = invoke("--params", params, "ingest", "--out", generated)
+    assert result.exit_code == 2
+    assert "probes.parquet" in result.output and "elapsed_ms" in result.output
+    assert "Traceback" not in result.output
+    assert not (generated / "links.parquet").exists()
+
+
+def test_bad_row_is_quarantined_and_the_run_goes_on(generated: Path, params: Path) -> None:
+    day = sorted((generated / "logs").iterdir())[-1] / "probes.parquet"
+    frame = pd.read_parquet(day)
+    ok = frame.index[(frame["status"] == "ok") & (frame["elapsed_ms"] > 50)][0]
+    frame.loc[ok, "elapsed_ms"] = 0.01  # far machines answering in 10 µs: impossible
+    frame = pd.concat([frame, frame.iloc[[0]]])  # and one measurement logged twice
+    frame.to_parquet(day, index=False)
+    result = invoke("--params", params, "validate", "--data", generated)
+    assert result.exit_code == 0, result.output
+    assert "logs.faster_than_light" in result.output and "logs.duplicate" in result.output
+    quarantine = pd.read_parquet(generated / "quarantine.parquet")
+    assert set(quarantine["rule"]) == {"logs.faster_than_light", "logs.duplicate"}
+    assert invoke("--params", params, "ingest", "--out", generated).exit_code == 0
+
+
+def test_unknown_machine_in_logs_is_an_error(generated: Path, params: Path) -> None:
+    inventory = pd.read_csv(generated / "machines.csv")
+    inventory[inventory["node_id"] != 3].to_csv(generated / "machines.csv", index=False)
+    result = invoke("--params", params, "validate", "--data", generated)
+    assert result.exit_code == 2
+    assert "logs.unknown_machine" in result.output and "3" in result.output
+
+
+def test_import_hulk_bad_file_names_file_and_line(tmp_path: Path) -> None:
+    nodes = tmp_path / "nodes.csv"
+    edges = tmp_path / "edges.txt"
+    nodes.write_text("node,City,Capability,Memory\n0,Beijing,8.6,152\n1,Tokyo,8,320\n")
+    edges.write_text("0 1 74\n0 7 80\n")
+    out = tmp_path / "out"
+    result = invoke("import-hulk", "--nodes", nodes, "--edges", edges, "--out", out)
+    assert result.exit_code == 2
+    assert "edges.txt" in result.output and "edges.unknown_node" in result.output
+    assert "line 2" in result.output
+    assert not out.exists()
+
+
+def test_import_hulk_then_graph(hulk47: Path, tmp_path: Path) -> None:
+    out = tmp_path / "imported"
+    result = invoke(
+        "import-hulk",
+        "--nodes",
+        hulk47 / "node_feature.csv",
+        "--edges",
+        hulk47 / "edge.txt",
+        "--out",
+        out,
+    )
+    assert result.exit_code == 0, result.output
+    assert "edges.faster_than_light" in result.output
+    assert invoke("graph", "--data", out).exit_code == 0
+    assert json.loads((out / "graph" / "snapshot.json").read_text())["nodes"] == 47
+
+
+def test_graph_without_link_table_is_a_clear_error(generated: Path, params: Path) -> None:
+    result = invoke("--params", params, "graph", "--data", generated)
+    assert result.exit_code == 2
+    assert "hulk ingest" in result.output
