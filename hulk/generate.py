@@ -106,6 +106,7 @@ _PAPER_PLACES = frozenset(normalise(name) for name, _ in PAPER_CITIES)
 # Hash tags: one independent uniform stream per link property.
 _TAG_INFLATION, _TAG_BW_1, _TAG_BW_2, _TAG_LOSS, _TAG_BLOCK = 1, 2, 3, 4, 5
 _TAG_LAST_MILE, _TAG_PHASE_LATENCY, _TAG_PHASE_THROUGHPUT, _TAG_PEERS, _TAG_REPAIR = 6, 7, 8, 9, 10
+_TAG_GLITCH = 11
 
 _DAY_DIR = re.compile(r"^day=(\d{4}-\d{2}-\d{2})$")
 
@@ -474,7 +475,28 @@ def _day_frame(net: _Network, day: dt.date, seed: int, settings: GenerateSetting
             "status": pd.Categorical.from_codes(code, categories=list(schemas.PROBE_STATUSES)),
         }
     )
-    return schemas.conform(frame, schemas.LOGS)
+    return schemas.conform(_glitches(frame, day, seed, settings.glitches_per_day), schemas.LOGS)
+
+
+def _glitches(frame: pd.DataFrame, day: dt.date, seed: int, count: int) -> pd.DataFrame:
+    """Add the collector's glitches: half repeat a row (logged twice), the others divide a long
+    successful latency probe's time by 100 (a clock glitch: faster than light).
+
+    Repeats sit right after their original, so the (ts, src, dst, msg_bytes) order holds.
+    """
+    if count == 0 or frame.empty:
+        return frame
+    rng = np.random.default_rng(np.random.SeedSequence([seed, day.toordinal(), _TAG_GLITCH]))
+    # Latency probes over 20 ms cross at least ~1,600 km: a hundredth of that beats light.
+    latency = frame["msg_bytes"].to_numpy() == LATENCY_PROBE_BYTES
+    far = np.flatnonzero(latency & (frame["elapsed_ms"].to_numpy() > 20.0))
+    corrupt = rng.choice(far, size=min(count // 2, far.size), replace=False)
+    elapsed = frame["elapsed_ms"].to_numpy().copy()
+    elapsed[corrupt] = np.round(elapsed[corrupt] / 100.0, 3)
+    frame = frame.assign(elapsed_ms=elapsed)
+    repeat = rng.choice(len(frame), size=min(count - corrupt.size, len(frame)), replace=False)
+    order = np.sort(np.concatenate([np.arange(len(frame)), repeat]), kind="stable")
+    return frame.iloc[order].reset_index(drop=True)
 
 
 def generate_day(

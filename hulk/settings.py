@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import (
@@ -68,6 +68,9 @@ class GenerateSettings(Section):
     # Beyond this many machines a full probe mesh is too much: each machine probes its own city
     # plus a random sample of other machines, up to this many peers in total.
     max_probe_peers: PositiveInt = 64
+    # Collector glitches per day, as real logs have them: half are probes logged twice, half
+    # latencies corrupted below light speed. Validation must quarantine exactly these rows.
+    glitches_per_day: Annotated[int, Field(ge=0)] = 4
 
     @field_validator("route_inflation")
     @classmethod
@@ -149,6 +152,14 @@ class HardwareSettings(Section):
     mfu: Annotated[float, Field(gt=0, le=1)] = 0.4  # model FLOPs utilisation actually reached
 
 
+class AssignSettings(Section):
+    # The upcoming jobs (CONTRACTS.md jobs file) and where `hulk assign` writes placements.
+    jobs_file: Annotated[Path, Field(strict=False)] = Path("data/jobs/upcoming.yaml")
+    placements_dir: Annotated[Path, Field(strict=False)] = Path("data/placements")
+    # gnn | teacher | A | B | C (hulk.assign.STRATEGIES); teacher until a GNN is registered.
+    strategy: Literal["gnn", "teacher", "A", "B", "C"] = "teacher"
+
+
 class Settings(Section):
     seed: int = 7
     data_dir: Path = Path("data")
@@ -157,6 +168,7 @@ class Settings(Section):
     validate_: ValidateSettings = Field(default=ValidateSettings(), alias="validate")
     graph: GraphSettings = GraphSettings()
     hardware: HardwareSettings = HardwareSettings()
+    assign: AssignSettings = AssignSettings()
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
 

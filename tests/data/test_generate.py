@@ -36,8 +36,14 @@ PAPER_COUNTS = {
 
 
 def fast(**update) -> GenerateSettings:
-    """Coarse probing keeps the tests quick: hourly latency probes, half-hourly throughput."""
-    base = {"probe_interval_s": 3600, "throughput_interval_s": 1800, "days": 2}
+    """Coarse probing keeps the tests quick: hourly latency probes, half-hourly throughput.
+    No collector glitches: these tests check the physical model (glitches have their own)."""
+    base = {
+        "probe_interval_s": 3600,
+        "throughput_interval_s": 1800,
+        "days": 2,
+        "glitches_per_day": 0,
+    }
     return GenerateSettings().model_copy(update={**base, **update})
 
 
@@ -146,6 +152,20 @@ def test_day_schema_order_and_schedule(paper: pd.DataFrame) -> None:
     assert len(first_hour) == pairs
     assert first_hour.ts.nunique() > pairs * 0.9
     assert first_hour.ts.max() - first_hour.ts.min() > pd.Timedelta(seconds=50)
+
+
+def test_glitches_are_repeats_and_impossible_latencies(paper: pd.DataFrame) -> None:
+    clean = gen.generate_day(paper, DAY, SEED, fast())
+    glitchy = gen.generate_day(paper, DAY, SEED, fast(glitches_per_day=6))
+    assert len(glitchy) == len(clean) + 3
+    assert glitchy.duplicated(schemas.LOG_KEY).sum() == 3
+    assert glitchy.equals(
+        glitchy.sort_values(schemas.LOG_KEY, kind="stable").reset_index(drop=True)
+    )
+    first = glitchy.drop_duplicates(schemas.LOG_KEY).reset_index(drop=True)
+    changed = first.elapsed_ms.ne(clean.elapsed_ms) & clean.elapsed_ms.notna()
+    assert changed.sum() == 3
+    assert np.allclose(first.elapsed_ms[changed], (clean.elapsed_ms[changed] / 100).round(3))
 
 
 def test_no_probe_beats_the_fiber_floor(paper: pd.DataFrame, paper_logs: pd.DataFrame) -> None:
