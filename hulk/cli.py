@@ -8,6 +8,7 @@ never a traceback.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import sys
 import time
@@ -17,12 +18,14 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from hulk import pipeline
-from hulk.errors import HulkError
+from hulk.errors import HulkError, InputError
 from hulk.settings import DEFAULT_PARAMS, Settings, load_settings
 
 # Quiet third-party telemetry before anything imports it.
@@ -113,10 +116,17 @@ def generate(
     out_dir: Annotated[
         Path | None, typer.Option("--out", help="Output folder (params: data_dir).")
     ] = None,
+    append_day: Annotated[
+        bool, typer.Option("--append-day", help="Add the next day to the logs already in --out.")
+    ] = False,
 ) -> None:
     """Generate a synthetic inventory and day-partitioned latency logs."""
     settings = _settings(ctx)
     started = time.perf_counter()
+    if append_day:
+        result = pipeline.append_day(out_dir or settings.data_dir, settings, seed=seed)
+        report(result, "appended", started)
+        return
     with progress_bar("generating logs") as bar:
         result = pipeline.generate(
             out_dir or settings.data_dir,
@@ -234,6 +244,236 @@ def run(
         ("fleet graph", data / "graph" / "snapshot.json"),
     ):
         out.print(f"    {label:<14} {escape(str(path))}")
+
+
+# --- assign, evaluate, replan -------------------------------------------------------------------
+
+
+def _seconds(value: float | None) -> str:
+    """Seconds for a table cell in at most 7 characters ('130.4', '4,129', '6.99e6'); '-' for
+    none or infinity."""
+    if value is None or not math.isfinite(value):
+        return "-"
+    if value >= 100_000:
+        exponent = math.floor(math.log10(value))
+        return f"{value / 10**exponent:.2f}e{exponent}"
+    return f"{value:,.0f}" if value >= 1000 else f"{value:.4g}"
+
+
+def _id_ranges(ids: list[int], limit: int = 6) -> str:
+    """Node ids as 'n: a–b, c' (runs of consecutive ids collapsed), '-' when empty."""
+    if not ids:
+        return "-"
+    ordered = sorted(ids)
+    runs: list[list[int]] = [[ordered[0], ordered[0]]]
+    for node in ordered[1:]:
+        if node == runs[-1][1] + 1:
+            runs[-1][1] = node
+        else:
+            runs.append([node, node])
+    parts = [f"{a}" if a == b else f"{a}–{b}" for a, b in runs]
+    shown = ", ".join(parts[:limit]) + (", …" if len(parts) > limit else "")
+    return f"{len(ids)}: {shown}"
+
+
+def _placements_table(rows: list[dict], title: str, times: bool = True) -> Table:
+    """Per job: status, machines, D×S and (with `times`) iteration time and lower bound."""
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
+    for column in ("job", "status", "machines", "D×S"):
+        table.add_column(column, overflow="fold")
+    if times:
+        for column in ("iteration s", "lower bound s"):
+            table.add_column(column, justify="right")
+    for row in rows:
+        cells = [escape(row["job"]), row["status"], _id_ranges(row["machines"]), row["shape"]]
+        if times:
+            cells += [_seconds(row["iteration_s"]), _seconds(row["lower_bound_s"])]
+        table.add_row(*cells)
+    return table
+
+
+def _reasons(rows: list[dict]) -> None:
+    for row in rows:
+        if row.get("reason"):
+            out.print(f"  {escape(row['job'])}: {escape(row['reason'])}")
+
+
+def _brief(result: pipeline.StepResult) -> pipeline.StepResult:
+    """The result with only its one-line summary values (tables are printed separately)."""
+    summary = {k: v for k, v in result.summary.items() if not isinstance(v, list | dict)}
+    return pipeline.StepResult(result.outputs, result.findings, summary)
+
+
+def _makespan(value: float | None, schedule: str) -> None:
+    how = "sum over jobs run one after another" if schedule == "sequential" else "slowest job"
+    out.print(f"makespan: {_seconds(value)} s per iteration ({how})")
+
+
+@app.command()
+@reports_errors
+def assign(
+    ctx: typer.Context,
+    data: Annotated[Path | None, typer.Option(help="Data folder (params: data_dir).")] = None,
+    jobs: Annotated[Path | None, typer.Option(help="Jobs file (params: assign.jobs_file).")] = None,
+    strategy: Annotated[
+        str | None,
+        typer.Option(help="gnn | teacher | A | B | C (params: assign.strategy)."),
+    ] = None,
+    out_dir: Annotated[
+        Path | None,
+        typer.Option("--out", help="Placements folder (params: assign.placements_dir)."),
+    ] = None,
+    seed: Annotated[int | None, typer.Option(help="Random seed (params: seed).")] = None,
+) -> None:
+    """Place the jobs on the fleet; write DIR/<run-id>.json and DIR/latest.json."""
+    from hulk.assign import schedule_of
+
+    settings = _settings(ctx)
+    started = time.perf_counter()
+    result = pipeline.assign(
+        data or settings.data_dir,
+        settings,
+        jobs_file=jobs,
+        strategy=strategy,
+        out_dir=out_dir,
+        seed=seed,
+    )
+    summary = result.summary
+    out.print(_placements_table(summary["jobs"], f"placements ({summary['strategy']})"))
+    _reasons(summary["jobs"])
+    _makespan(summary["makespan_s"], schedule_of(summary["strategy"]))
+    report(_brief(result), "assigned", started)
+
+
+@app.command()
+@reports_errors
+def evaluate(
+    ctx: typer.Context,
+    file: Annotated[
+        Path | None,
+        typer.Argument(help="Placements file (default: assign.placements_dir/latest.json)."),
+    ] = None,
+    data: Annotated[Path | None, typer.Option(help="Data folder (params: data_dir).")] = None,
+    plot: Annotated[
+        Path | None, typer.Option(help="PNG to write (default: beside FILE, FILE.png).")
+    ] = None,
+) -> None:
+    """Cost table and plot of a placements file: plan, estimate, baselines, lower bound."""
+    from hulk.placements import LATEST
+
+    settings = _settings(ctx)
+    started = time.perf_counter()
+    file = file or settings.assign.placements_dir / LATEST
+    result = pipeline.evaluate(file, data or settings.data_dir, settings, plot=plot)
+    summary = result.summary
+    title = f"{file.name}: strategy {summary['strategy']}, {summary['schedule']}"
+    out.print(_placements_table(summary["jobs"], title, times=False))
+    table = Table(
+        title="seconds per iteration (plan: compute + comm; A, B, C: whole fleet)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
+    table.add_column("job")
+    for column in ("plan", "compute", "comm", "bound", "A", "B", "C"):
+        table.add_column(column, justify="right")
+    for row in summary["jobs"]:
+        table.add_row(
+            escape(row["job"]),
+            _seconds(row["iteration_s"]),
+            _seconds(row["compute_s"]),
+            _seconds(row["comm_s"]),
+            _seconds(row["lower_bound_s"]),
+            *(_seconds(row[f"{name}_s"]) for name in "ABC"),
+        )
+    out.print(table)
+    _reasons(summary["jobs"])
+    _makespan(summary["makespan_s"], summary["schedule"])
+    report(_brief(result), "evaluated", started)
+
+
+def _node_list(text: str | None) -> list[int]:
+    """'3,7, 12' → [3, 7, 12]; an InputError naming --fail for anything else."""
+    if not text or not text.strip():
+        return []
+    ids = []
+    for part in text.split(","):
+        part = part.strip()
+        try:
+            ids.append(int(part))
+        except ValueError:
+            raise InputError(
+                None, "replan.bad_node_list", f"--fail: {part!r} is not a node id (use N,N,…)"
+            ) from None
+    return ids
+
+
+@app.command()
+@reports_errors
+def replan(
+    ctx: typer.Context,
+    data: Annotated[Path | None, typer.Option(help="Data folder (params: data_dir).")] = None,
+    placements: Annotated[
+        Path | None,
+        typer.Option(help="Placements file (default: assign.placements_dir/latest.json)."),
+    ] = None,
+    fail: Annotated[
+        str | None, typer.Option(help="Failed machines: node ids, comma-separated.")
+    ] = None,
+    add_nodes: Annotated[
+        Path | None, typer.Option(help="Added machines: node file as for import-hulk.")
+    ] = None,
+    add_edges: Annotated[
+        Path | None, typer.Option(help="Their measured links: edge file as for import-hulk.")
+    ] = None,
+    out_dir: Annotated[
+        Path | None,
+        typer.Option("--out", help="Placements folder (default: the placements file's)."),
+    ] = None,
+) -> None:
+    """Re-plan after machines fail or are added; write new placements; print what moved."""
+    from hulk.assign import schedule_of
+    from hulk.placements import LATEST
+
+    settings = _settings(ctx)
+    started = time.perf_counter()
+    result = pipeline.replan(
+        data or settings.data_dir,
+        settings,
+        placements_file=placements or settings.assign.placements_dir / LATEST,
+        failed=_node_list(fail),
+        add_nodes=add_nodes,
+        add_edges=add_edges,
+        out_dir=out_dir,
+    )
+    summary = result.summary
+    moves = Table(
+        title=f"moves (re-planned from {summary['from']})",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
+    for column in ("job", "status", "removed", "added"):
+        moves.add_column(column, overflow="fold")
+    for move in summary["moves"]:
+        status = move["status_before"]
+        if move["status_after"] != status:
+            status = f"{status} → {move['status_after']}"
+        moves.add_row(
+            move["job"],
+            status,
+            _id_ranges(move["nodes_removed"]),
+            _id_ranges(move["nodes_added"]),
+        )
+    if summary["moves"]:
+        out.print(moves)
+        for move in summary["moves"]:
+            if move["reason"]:
+                out.print(f"  {escape(move['job'])}: {escape(move['reason'])}")
+    else:
+        out.print("nothing moved")
+    out.print(_placements_table(summary["jobs"], f"placements ({summary['strategy']})"))
+    _reasons(summary["jobs"])
+    _makespan(summary["makespan_s"], schedule_of(summary["strategy"]))
+    report(_brief(result), "re-planned", started)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ Layout of a data folder (DESIGN.md §3):
     validation/         report.json, validated.json, Great Expectations Data Docs (docs/)
     links.parquet       link table over the window
     graph/              fleet graph snapshot
+    placements/         `hulk assign` / `hulk replan`: <run-id>.json and latest.json (CONTRACTS.md)
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -28,6 +30,9 @@ from hulk import io, schemas
 from hulk.errors import InputError
 from hulk.findings import Finding, raise_on_errors
 from hulk.settings import Settings
+
+if TYPE_CHECKING:
+    from hulk.cost import Fleet
 
 Progress = Callable[[int, int], None] | None
 
@@ -82,6 +87,15 @@ def generate(
         outputs={"inventory": out_dir / schemas.INVENTORY_FILE, "logs": out_dir / schemas.LOGS_DIR},
         summary={"preset": preset, "machines": len(inventory), "days": len(parts), "seed": seed},
     )
+
+
+def append_day(out_dir: Path, settings: Settings, seed: int | None = None) -> StepResult:
+    """Add the day after the latest log partition: what a nightly run sees arrive."""
+    from hulk.generate import append_day as append_next_day
+
+    seed = settings.seed if seed is None else seed
+    path = append_next_day(out_dir, seed, settings.generate)
+    return StepResult(outputs={"partition": path}, summary={"day": path.parent.name, "seed": seed})
 
 
 # --- import ---------------------------------------------------------------------------------
@@ -266,3 +280,267 @@ def graph(data_dir: Path, settings: Settings) -> StepResult:
     out_dir = data_dir / schemas.GRAPH_DIR
     record = save_fleet_graph(fleet, out_dir, inventory_sha256=io.sha256_file(inventory_file))
     return StepResult(outputs={"graph": out_dir}, summary=record)
+
+
+# --- assign, evaluate, replan -------------------------------------------------------------------
+
+
+def load_fleet(data_dir: Path, settings: Settings) -> tuple[Fleet, pd.DataFrame, pd.DataFrame]:
+    """The cost model's fleet from DIR/machines.csv + DIR/links.parquet (and both frames)."""
+    from hulk.cost import Fleet
+    from hulk.validation import read_inventory
+
+    links_file = data_dir / schemas.LINKS_FILE
+    if not links_file.exists():
+        raise InputError(
+            links_file,
+            "links.exists",
+            "no link table: run `hulk ingest` (or `hulk import-hulk`) first",
+        )
+    inventory = read_inventory(data_dir / schemas.INVENTORY_FILE)
+    links = pd.read_parquet(links_file)
+    fleet = Fleet.from_frames(inventory, links, settings.hardware, settings.graph.bandwidth_tiers)
+    return fleet, inventory, links
+
+
+def _placement_rows(placements: list, fleet: Fleet) -> list[dict]:
+    return [
+        {
+            "job": p.job.name,
+            "status": p.status,
+            "machines": p.node_ids(fleet),
+            "shape": p.shape,
+            "iteration_s": p.estimate.iteration_s if p.estimate else None,
+            "lower_bound_s": p.lower_bound_s,
+            "reason": p.reason,
+        }
+        for p in placements
+    ]
+
+
+def assign(
+    data_dir: Path,
+    settings: Settings,
+    jobs_file: Path | None = None,
+    strategy: str | None = None,
+    out_dir: Path | None = None,
+    seed: int | None = None,
+    now: dt.datetime | None = None,
+) -> StepResult:
+    """Place the jobs of `jobs_file` on the fleet of `data_dir`; write placements atomically.
+
+    Defaults from params.yaml (``assign:`` and ``seed``). Every input is read and checked, and
+    the assignment made, before anything is written.
+    """
+    from hulk import placements as pl
+    from hulk.assign import assign as assign_jobs
+    from hulk.assign import check_strategy, makespan, schedule_of
+    from hulk.jobs import load_jobs
+
+    started = now or pl.utc_now()
+    jobs_file = jobs_file or settings.assign.jobs_file
+    strategy = strategy or settings.assign.strategy
+    check_strategy(strategy)
+    out_dir = out_dir or settings.assign.placements_dir
+    seed = settings.seed if seed is None else seed
+    jobs = load_jobs(jobs_file)
+    fleet, _, _ = load_fleet(data_dir, settings)
+    placed = assign_jobs(jobs, fleet, strategy, settings, seed)
+    info = pl.fleet_info(fleet, data_dir / schemas.LINKS_FILE, data_dir / schemas.INVENTORY_FILE)
+    doc = pl.build_document(
+        placed,
+        fleet,
+        info,
+        strategy=strategy,
+        schedule=schedule_of(strategy),
+        makespan_s=makespan(placed, strategy),
+        seed=seed,
+        started=started,
+        generated_at=now,
+    )
+    path = pl.write_placements(doc, out_dir)
+    return StepResult(
+        outputs={"placements": path, "latest": out_dir / pl.LATEST},
+        summary={
+            "strategy": strategy,
+            "run_id": doc["run_id"],
+            "jobs": _placement_rows(placed, fleet),
+            "makespan_s": doc["makespan_s"],
+        },
+    )
+
+
+def evaluate(
+    placements_file: Path, data_dir: Path, settings: Settings, plot: Path | None = None
+) -> StepResult:
+    """Cost table of a placements file on the fleet of `data_dir`, and a PNG plot.
+
+    The plot goes to `plot`, by default beside the placements file (``<name>.png``).
+    """
+    from hulk.assign import changed_fleet_frames
+    from hulk.cost import Fleet
+    from hulk.evaluate import evaluate as evaluate_file
+    from hulk.evaluate import plot_costs, rows
+    from hulk.placements import read_placements
+
+    fleet, inventory, links = load_fleet(data_dir, settings)
+    checked = read_placements(placements_file, fleet)
+    failed = earlier_failures(checked.doc, fleet)
+    if failed:  # a re-planned file: its fleet no longer has the failed machines
+        fleet = Fleet.from_frames(
+            *changed_fleet_frames(inventory, links, failed),
+            settings.hardware,
+            settings.graph.bandwidth_tiers,
+        )
+        checked = read_placements(placements_file, fleet)
+    evaluation = evaluate_file(checked, fleet)
+    findings = [
+        Finding("warning", "evaluate.estimate", str(placements_file), note)
+        for note in evaluation.notes
+    ]
+    snapshot = checked.doc.get("fleet", {}).get("snapshot")
+    links_sha = io.sha256_file(data_dir / schemas.LINKS_FILE)
+    if snapshot != links_sha and "replan" not in checked.doc:
+        findings.append(
+            Finding(
+                "warning",
+                "evaluate.snapshot",
+                str(placements_file),
+                f"the file was made on link table {str(snapshot)[:12]}…, the data folder holds "
+                f"{links_sha[:12]}…: figures are recomputed on the data folder's fleet",
+            )
+        )
+    plot = plot or placements_file.with_suffix(".png")
+    plot_costs(evaluation, plot, title=f"{placements_file.name}: seconds per iteration")
+    return StepResult(
+        outputs={"plot": plot},
+        findings=findings,
+        summary={
+            "run_id": checked.doc.get("run_id"),
+            "strategy": evaluation.strategy,
+            "schedule": evaluation.schedule,
+            "jobs": rows(evaluation),
+            "makespan_s": evaluation.makespan_s,
+        },
+    )
+
+
+def _read_growth(
+    nodes: Path | None, edges: Path | None, inventory: pd.DataFrame, settings: Settings
+) -> tuple[pd.DataFrame | None, pd.DataFrame | None, list[Finding]]:
+    """Added machines and links in the paper's format (as `hulk import-hulk` reads them)."""
+    from hulk.importer import _fiber_floors, _merge_edges, _read_edges, _read_nodes
+
+    added, findings = (None, [])
+    if nodes is not None:
+        added, findings = _read_nodes(nodes, settings.graph.default_gpu_count)
+        clash = sorted(set(added["node_id"]) & set(inventory["node_id"]))
+        if clash:
+            raise InputError(
+                nodes,
+                "replan.duplicate_node",
+                f"--add-nodes: node id(s) {clash} are already machines of the fleet",
+            )
+    if edges is None:
+        return added, None, findings
+    everyone = pd.concat([inventory, added]) if added is not None else inventory
+    rows = _read_edges(edges, set(everyone["node_id"].tolist()))
+    floors = _fiber_floors(everyone, rows, settings.validation.fiber_km_per_ms)
+    links, _, edge_findings = _merge_edges(rows, edges, settings.validation, floors)
+    return added, links, findings + edge_findings
+
+
+def earlier_failures(doc: dict, fleet: Fleet) -> list[int]:
+    """Machines a re-planned file's chain already lost (its ``replan.failed``) that `fleet`
+    still lists: they stay out of later re-plans and evaluations of that chain."""
+    record = doc.get("replan")
+    failed = record.get("failed") if isinstance(record, dict) else None
+    if not isinstance(failed, list):
+        return []
+    known = set(fleet.node_ids.tolist())
+    return sorted({n for n in failed if isinstance(n, int) and n in known})
+
+
+def replan(
+    data_dir: Path,
+    settings: Settings,
+    placements_file: Path | None = None,
+    failed: list[int] | None = None,
+    add_nodes: Path | None = None,
+    add_edges: Path | None = None,
+    out_dir: Path | None = None,
+    seed: int | None = None,
+    now: dt.datetime | None = None,
+) -> StepResult:
+    """Re-plan a placements file after machines fail (`failed` node ids) or are added.
+
+    The fleet before is the data folder's; the fleet after drops the failed machines and their
+    links and adds `add_nodes` / `add_edges` (paper format, like `hulk import-hulk`). Machines
+    lost in earlier re-plans of the same chain (``replan.failed`` of the file) stay lost: a
+    fresh `assign` brings repaired machines back. The new placements go to `out_dir` (default:
+    the placements file's folder) as ``<run-id>.json`` and ``latest.json``. Everything is
+    checked before anything is written.
+    """
+    from hulk import placements as pl
+    from hulk.assign import changed_fleet_frames, check_failed, makespan, schedule_of
+    from hulk.assign import replan as replan_jobs
+    from hulk.cost import Fleet
+
+    started = now or pl.utc_now()
+    placements_file = placements_file or settings.assign.placements_dir / pl.LATEST
+    out_dir = out_dir or placements_file.parent
+    fleet_before, inventory, links = load_fleet(data_dir, settings)
+    before = pl.read_placements(placements_file, fleet_before)
+    failed_now = check_failed(fleet_before, failed or [])
+    failed = sorted(set(failed_now) | set(earlier_failures(before.doc, fleet_before)))
+    added_nodes, added_links, findings = _read_growth(add_nodes, add_edges, inventory, settings)
+    inventory_after, links_after = changed_fleet_frames(
+        inventory, links, failed, added_nodes, added_links, source=add_nodes or add_edges
+    )
+    fleet_after = Fleet.from_frames(
+        inventory_after, links_after, settings.hardware, settings.graph.bandwidth_tiers
+    )
+    strategy = before.strategy or "teacher"
+    seed = seed if seed is not None else before.doc.get("seed", settings.seed)
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        seed = settings.seed
+    new, moved = replan_jobs(
+        before.placements, fleet_before, fleet_after, failed, strategy, settings, seed
+    )
+    snapshot = io.sha256_file(data_dir / schemas.LINKS_FILE)
+    if add_edges is not None:
+        snapshot = hashlib.sha256(f"{snapshot}+{io.sha256_file(add_edges)}".encode()).hexdigest()
+    info = pl.fleet_info(fleet_after, snapshot=snapshot)
+    record = {
+        "from": before.doc.get("run_id"),
+        "failed": failed,
+        "failed_now": failed_now,
+        "added_nodes": [] if added_nodes is None else sorted(added_nodes["node_id"].tolist()),
+        "moves": [m.to_dict() for m in moved],
+    }
+    doc = pl.build_document(
+        new,
+        fleet_after,
+        info,
+        strategy=strategy,
+        schedule=schedule_of(strategy),
+        makespan_s=makespan(new, strategy),
+        seed=seed,
+        started=started,
+        generated_at=now,
+        model=before.doc.get("model"),
+        extra={"replan": record},
+    )
+    path = pl.write_placements(doc, out_dir)
+    return StepResult(
+        outputs={"placements": path, "latest": out_dir / pl.LATEST},
+        findings=findings,
+        summary={
+            "strategy": strategy,
+            "run_id": doc["run_id"],
+            "from": record["from"],
+            "moves": record["moves"],
+            "jobs": _placement_rows(new, fleet_after),
+            "makespan_s": doc["makespan_s"],
+        },
+    )

@@ -152,6 +152,47 @@ class HardwareSettings(Section):
     mfu: Annotated[float, Field(gt=0, le=1)] = 0.4  # model FLOPs utilisation actually reached
 
 
+class PlannerSettings(Section):
+    """The stage planner (hulk.planner): how widely it searches one job's machine set."""
+
+    # Machines whose pairwise latency stays within this form one "site" (complete linkage).
+    site_latency_ms: PositiveFloat = 20.0
+    # Largest machine set searched at once; larger sets are cut into site windows of this size.
+    max_pool: PositiveInt = 48
+    # Strongest sites from which candidate windows (nearest sites added one by one) grow.
+    seed_sites: PositiveInt = 3
+    # Most sites in one grown window.
+    window_sites: PositiveInt = 8
+    # Windows grown machine by machine from a seed grow by this factor (2: 4, 8, 16 …).
+    window_growth: Annotated[float, Field(gt=1)] = 4.0
+    # Data-parallel degrees tried per candidate set (spread geometrically up to max_replicas).
+    replica_candidates: PositiveInt = 5
+    max_replicas: PositiveInt = 64
+    # Greedy clean-up of the best plan: rounds, and machines (or sites) tried per round.
+    prune_rounds: Annotated[int, Field(ge=0)] = 6
+    prune_candidates: PositiveInt = 6
+
+
+class TeacherSettings(Section):
+    """The teacher search (hulk.teacher): machine-to-job assignments with the planner inside."""
+
+    # Stop after this many evaluated assignments: the deterministic stopping rule.
+    max_evaluations: PositiveInt = 2000
+    # Wall-clock safety cap; results are byte-identical for a seed only if it never binds.
+    time_budget_s: PositiveFloat = 60.0
+    # Random assignments tried beside the structured starting points.
+    random_starts: Annotated[int, Field(ge=0)] = 2
+    # Probability that a move works on the slowest job (else a random placed job).
+    bottleneck_bias: Fraction = 0.7
+    # A machine given to a job is drawn from the nearest machines (by latency) of its members.
+    neighbours: PositiveInt = 8
+    # Shares of the move kinds: swap two machines, move a whole site; the rest move one machine.
+    swap_share: Fraction = 0.25
+    site_share: Fraction = 0.15
+    # Simulated annealing: initial temperature as a fraction of the makespan (0: descent only).
+    temperature: Annotated[float, Field(ge=0)] = 0.0
+
+
 class AssignSettings(Section):
     # The upcoming jobs (CONTRACTS.md jobs file) and where `hulk assign` writes placements.
     jobs_file: Annotated[Path, Field(strict=False)] = Path("data/jobs/upcoming.yaml")
@@ -169,6 +210,8 @@ class Settings(Section):
     graph: GraphSettings = GraphSettings()
     hardware: HardwareSettings = HardwareSettings()
     assign: AssignSettings = AssignSettings()
+    planner: PlannerSettings = PlannerSettings()
+    teacher: TeacherSettings = TeacherSettings()
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
 

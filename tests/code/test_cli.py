@@ -79,6 +79,15 @@ def test_steps_one_by_one_and_ingest_reuses_validation(generated: Path, params: 
     assert (generated / "links.parquet").read_bytes() == first
 
 
+def test_append_day_adds_the_next_partition(generated: Path, params: Path) -> None:
+    before = sorted(p.name for p in (generated / "logs").iterdir())
+    result = invoke("--params", params, "generate", "--out", generated, "--append-day")
+    assert result.exit_code == 0, result.output
+    after = sorted(p.name for p in (generated / "logs").iterdir())
+    assert after[:-1] == before and after[-1] == "day=2026-11-21"
+    assert invoke("--params", params, "ingest", "--out", generated).exit_code == 0
+
+
 def test_unknown_params_key_is_named(tmp_path: Path) -> None:
     bad = tmp_path / "params.yaml"
     bad.write_text("generate:\n  dayz: 2\n")

@@ -1,0 +1,743 @@
+"""The placements file (CONTRACTS.md): the published output of an assignment, written and read.
+
+One JSON document per run, ``<placements dir>/<run-id>.json``, plus ``latest.json`` replaced
+atomically (`write_placements`). Other tools read this shape, so the keys of CONTRACTS.md are
+never renamed or dropped; this module only *adds* keys:
+
+* top level: ``strategy`` (``gnn`` | ``teacher`` | ``A`` | ``B`` | ``C``), ``seed``, ``schedule``
+  (``concurrent``: placed jobs run side by side on disjoint machines; ``sequential``: a
+  whole-fleet system runs one job at a time) and, after ``hulk replan``, ``replan`` (the run it
+  was re-planned from, the failed and added machines, what moved);
+* per job: ``layout`` (``pipeline``: ``replicas`` of pipeline stages; ``tensor``: System C's
+  tensor parallelism over ``nodes``, which has no stages, so ``replicas`` is empty), ``spec``
+  (the job's jobs-file mapping, so the file can be evaluated and re-planned without the jobs
+  file) and, in a sequential schedule, ``run_order`` (1 = runs first);
+* ``fleet.inventory``: sha256 of the inventory file when the fleet came from one.
+
+``model`` is null for strategies without a model (everything but ``gnn``). ``run_id`` is the
+UTC start time and a short hash of the inputs (fleet snapshot, jobs, strategy, seed, model):
+``2026-11-21T02-00-00Z-1a2b3c``. Numbers are JSON-safe: a non-finite time is ``null``.
+
+Every job's entry carries the baselines (Systems A, B, C over the *whole* fleet, DESIGN.md §5)
+whatever its status, since they do not depend on the placement; ``estimate`` (the plan's cost
+and ``lower_bound_s`` = work / Σ F over the job's machines) is null for jobs without machines.
+
+`read_placements` checks a file strictly and raises one `InputError` naming the file, the job
+and the field for every problem found (the first in the message, all as examples):
+
+====================== =====================================================================
+rule                    what is wrong
+====================== =====================================================================
+placements.readable     missing file, not UTF-8, not JSON, NaN/Infinity in the JSON
+placements.schema       ``schema`` is not ``hulk.placements/v1``
+placements.missing_key  a required key is absent
+placements.wrong_type   a value of the wrong type (a bool is not a number, 2.0 is not an id)
+placements.bad_value    a status, layout or schedule outside its set; a negative time
+placements.unknown_job  a job without ``spec`` that is neither given nor a preset
+placements.bad_spec     a ``spec`` that the jobs file rules reject or that names another job
+placements.duplicate_job  two entries for one job
+placements.structure    placed without machines; queued/infeasible with machines; ``nodes``
+                        not the machines of the stages
+placements.coverage     a replica that does not cover ``[0, layers)`` exactly once, in order
+placements.unknown_node  a node id that is not in the fleet
+placements.node_shared  a machine serving two jobs (or two stages of one job)
+placements.memory       a stage (or a tensor-parallel share) that does not fit its machine
+====================== =====================================================================
+
+Activity and reachability are *not* reading rules: they change with the fleet, and the cost
+model reports them (`hulk evaluate` shows an infeasible estimate with its reason).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hulk import io
+from hulk.cost import GB, Cost, Fleet, Plan, Stage
+from hulk.errors import InputError
+from hulk.jobs import PRESET_JOBS, Job, job_to_dict, parse_jobs
+
+SCHEMA = "hulk.placements/v1"
+LATEST = "latest.json"
+
+PLACED, QUEUED, INFEASIBLE = "placed", "queued", "infeasible"
+STATUSES = (PLACED, QUEUED, INFEASIBLE)
+PIPELINE, TENSOR = "pipeline", "tensor"
+LAYOUTS = (PIPELINE, TENSOR)
+CONCURRENT, SEQUENTIAL = "concurrent", "sequential"
+SCHEDULES = (CONCURRENT, SEQUENTIAL)
+SYSTEM_NAMES = ("A", "B", "C")
+_TIMES = ("iteration_s", "compute_s", "comm_s")
+_RUN_ID_HASH = 6  # hex digits of the inputs' hash in a run id
+
+
+# --- in memory --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobPlacement:
+    """Where one job runs, on one fleet: machines are fleet INDICES (as in `hulk.cost`).
+
+    ``nodes`` are the job's machines (for a pipeline layout: the plan's stages, replica by
+    replica; for the tensor layout: every machine of the tensor-parallel group). ``estimate``
+    is the plan's cost on that fleet; ``baselines`` Systems A, B, C over the whole fleet.
+    """
+
+    job: Job
+    status: str
+    reason: str | None = None
+    nodes: tuple[int, ...] = ()
+    plan: Plan | None = None
+    estimate: Cost | None = None
+    lower_bound_s: float | None = None
+    baselines: Mapping[str, Cost] = field(default_factory=dict)
+    layout: str = PIPELINE
+    run_order: int | None = None
+
+    def node_ids(self, fleet: Fleet) -> list[int]:
+        return [fleet.node_id(i) for i in self.nodes]
+
+    @property
+    def shape(self) -> str:
+        """``D×S`` (replicas × stages per replica; ``S`` a range when replicas differ), or
+        ``TP×n`` for the tensor layout, or ``-`` without machines."""
+        if self.layout == TENSOR and self.nodes:
+            return f"TP×{len(self.nodes)}"
+        if self.plan is None or not self.plan.replicas:
+            return "-"
+        depths = sorted({len(replica) for replica in self.plan.replicas})
+        stages = str(depths[0]) if len(depths) == 1 else f"{depths[0]}–{depths[-1]}"
+        return f"{self.plan.data_parallel}×{stages}"
+
+
+@dataclass(frozen=True)
+class FleetInfo:
+    """The contract's ``fleet`` block: machine count, direct links, link-table snapshot."""
+
+    nodes: int
+    links: int
+    snapshot: str
+    inventory: str | None = None  # sha256 of the inventory file, when there is one
+
+    def to_dict(self) -> dict[str, Any]:
+        record: dict[str, Any] = {
+            "nodes": self.nodes,
+            "links": self.links,
+            "snapshot": self.snapshot,
+        }
+        if self.inventory is not None:
+            record["inventory"] = self.inventory
+        return record
+
+
+def direct_links(fleet: Fleet) -> int:
+    """Measured (not relayed) links between distinct machines: what the fleet was built from."""
+    off_diagonal = np.isfinite(fleet.latency_s) & ~fleet.relayed
+    np.fill_diagonal(off_diagonal, False)
+    return int(off_diagonal.sum() // 2)
+
+
+def fleet_snapshot(fleet: Fleet) -> str:
+    """sha256 of a fleet's machines and effective links, for fleets not read from one file."""
+    digest = hashlib.sha256()
+    for array in (
+        fleet.node_ids,
+        fleet.compute_flops,
+        fleet.memory_bytes,
+        fleet.active,
+        fleet.latency_s,
+        fleet.bandwidth_Bps,
+    ):
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
+
+
+def fleet_info(
+    fleet: Fleet,
+    links_file: str | Path | None = None,
+    inventory_file: str | Path | None = None,
+    snapshot: str | None = None,
+) -> FleetInfo:
+    """The ``fleet`` block: snapshot = sha256 of `links_file` (else `snapshot`, else a hash of
+    the fleet's arrays); ``links`` = direct links of the fleet."""
+    if snapshot is None:
+        snapshot = io.sha256_file(links_file) if links_file else fleet_snapshot(fleet)
+    inventory = io.sha256_file(inventory_file) if inventory_file else None
+    return FleetInfo(fleet.n, direct_links(fleet), snapshot, inventory)
+
+
+# --- writing ----------------------------------------------------------------------------------
+
+
+def json_safe(value: Any) -> Any:
+    """`value` with numpy scalars as Python numbers and non-finite floats as None."""
+    if isinstance(value, Mapping):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return [json_safe(v) for v in value.tolist()]
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    if isinstance(value, int | np.integer):
+        return int(value)
+    if isinstance(value, float | np.floating):
+        return float(value) if math.isfinite(value) else None
+    return value
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(microsecond=0)
+
+
+def _utc(moment: dt.datetime) -> dt.datetime:
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=dt.UTC)
+    return moment.astimezone(dt.UTC)
+
+
+def make_run_id(started: dt.datetime, inputs: Mapping[str, Any]) -> str:
+    """``YYYY-MM-DDTHH-MM-SSZ-xxxxxx``: the UTC start time and a short hash of `inputs`."""
+    canonical = json.dumps(json_safe(inputs), sort_keys=True, separators=(",", ":"))
+    digest = hashlib.sha256(canonical.encode()).hexdigest()[:_RUN_ID_HASH]
+    return f"{_utc(started):%Y-%m-%dT%H-%M-%SZ}-{digest}"
+
+
+def estimate_record(placement: JobPlacement) -> dict[str, Any] | None:
+    """The contract's ``estimate`` (null without machines or a cost)."""
+    if placement.estimate is None or not placement.nodes:
+        return None
+    record = {key: getattr(placement.estimate, key) for key in _TIMES}
+    record["lower_bound_s"] = placement.lower_bound_s
+    return json_safe(record)
+
+
+def job_record(placement: JobPlacement, fleet: Fleet) -> dict[str, Any]:
+    """One ``jobs[]`` entry of the placements document."""
+    record: dict[str, Any] = {
+        "job": placement.job.name,
+        "status": placement.status,
+        "reason": placement.reason,
+        "nodes": placement.node_ids(fleet),
+        "replicas": (
+            placement.plan.to_records(fleet)
+            if placement.plan is not None and placement.layout == PIPELINE
+            else []
+        ),
+        "estimate": estimate_record(placement),
+        "baselines": {
+            name: json_safe(cost.to_dict()) for name, cost in sorted(placement.baselines.items())
+        },
+        "layout": placement.layout,
+        "spec": job_to_dict(placement.job),
+    }
+    if placement.run_order is not None:
+        record["run_order"] = placement.run_order
+    return record
+
+
+def build_document(
+    placements: Sequence[JobPlacement],
+    fleet: Fleet,
+    info: FleetInfo,
+    *,
+    strategy: str,
+    schedule: str,
+    makespan_s: float | None,
+    seed: int | None,
+    started: dt.datetime | None = None,
+    generated_at: dt.datetime | None = None,
+    model: Mapping[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The placements document of CONTRACTS.md for `placements` on `fleet`.
+
+    `started` (default: now) names the run; `generated_at` (default: now) is when the document
+    was produced. `extra` adds top-level keys (e.g. ``replan``).
+    """
+    generated_at = _utc(generated_at or utc_now())
+    started = _utc(started or generated_at)
+    jobs = [job_record(p, fleet) for p in placements]
+    inputs = {
+        "fleet": info.to_dict(),
+        "jobs": [job["spec"] for job in jobs],
+        "strategy": strategy,
+        "seed": seed,
+        "model": model,
+        "extra": extra or {},
+    }
+    doc: dict[str, Any] = {
+        "schema": SCHEMA,
+        "run_id": make_run_id(started, inputs),
+        "generated_at": f"{generated_at:%Y-%m-%dT%H:%M:%SZ}",
+        "model": dict(model) if model is not None else None,
+        "fleet": info.to_dict(),
+        "jobs": jobs,
+        "makespan_s": makespan_s,
+        "strategy": strategy,
+        "schedule": schedule,
+        "seed": seed,
+    }
+    if extra:
+        doc.update(extra)
+    return json_safe(doc)
+
+
+def dumps(doc: Mapping[str, Any]) -> str:
+    """The document as JSON text; `ValueError` when it holds NaN or infinity."""
+    return json.dumps(doc, indent=2, allow_nan=False, ensure_ascii=False) + "\n"
+
+
+def write_placements(doc: Mapping[str, Any], out_dir: str | Path) -> Path:
+    """Write ``out_dir/<run_id>.json``, then replace ``out_dir/latest.json``; both atomically.
+
+    The text is produced before anything is written, so a document that cannot be serialised
+    (NaN, infinity) leaves the folder as it was; a failure while writing either file leaves the
+    previous ``latest.json`` in place. Returns the run's file.
+    """
+    out_dir = Path(out_dir)
+    run_id = doc.get("run_id")
+    if not isinstance(run_id, str) or not run_id or "/" in run_id or run_id.startswith("."):
+        raise ValueError(f"bad run_id {run_id!r}")
+    text = dumps(doc)
+    path = out_dir / f"{run_id}.json"
+    io.write_text(path, text)
+    io.write_text(out_dir / LATEST, text)
+    return path
+
+
+# --- reading ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlacementsFile:
+    """A placements file that passed `read_placements`: the raw document and parsed jobs."""
+
+    path: Path
+    doc: dict[str, Any]
+    placements: list[JobPlacement]
+
+    @property
+    def strategy(self) -> str | None:
+        value = self.doc.get("strategy")
+        return value if isinstance(value, str) else None
+
+    @property
+    def schedule(self) -> str:
+        value = self.doc.get("schedule")
+        return value if value in SCHEDULES else CONCURRENT
+
+
+class _Problems:
+    """Problems of one file, raised together as one InputError (first rule in the message)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.found: list[tuple[str, str]] = []
+
+    def add(self, rule: str, detail: str) -> None:
+        self.found.append((rule, detail))
+
+    def raise_any(self) -> None:
+        if not self.found:
+            return
+        rule, first = self.found[0]
+        more = f" (and {len(self.found) - 1} more)" if len(self.found) > 1 else ""
+        raise InputError(self.path, rule, first + more, [detail for _, detail in self.found])
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _type_name(value: object) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+class _Checker:
+    """Typed access to one mapping of the document, recording problems under a label."""
+
+    def __init__(self, problems: _Problems, where: str, record: Mapping[str, Any]) -> None:
+        self.problems = problems
+        self.where = where
+        self.record = record
+        self.ok = True
+
+    def _bad(self, rule: str, key: str, detail: str) -> None:
+        self.ok = False
+        self.problems.add(rule, f"{self.where}field {key!r}: {detail}")
+
+    def get(self, key: str, kind: str, *, optional: bool = False, nullable: bool = False) -> Any:
+        """The value of `key` if it has type `kind` (str|int|number|bool|list|dict), else None."""
+        if key not in self.record:
+            if not optional:
+                self._bad("placements.missing_key", key, "missing")
+            return None
+        value = self.record[key]
+        if value is None and nullable:
+            return None
+        checks = {
+            "str": lambda v: isinstance(v, str),
+            "int": _is_int,
+            "number": _is_number,
+            "bool": lambda v: isinstance(v, bool),
+            "list": lambda v: isinstance(v, list),
+            "dict": lambda v: isinstance(v, dict),
+        }
+        if not checks[kind](value):
+            null = " or null" if nullable else ""
+            self._bad(
+                "placements.wrong_type",
+                key,
+                f"expected {kind}{null}, got {_type_name(value)} {value!r:.60}",
+            )
+            return None
+        return value
+
+    def seconds(self, key: str, *, optional: bool = False) -> float | None:
+        """A non-negative time or null (null reads as infinity: not finite when written)."""
+        value = self.get(key, "number", optional=optional, nullable=True)
+        if value is not None and value < 0:
+            self._bad("placements.bad_value", key, f"a time must not be negative (got {value})")
+            return None
+        return value
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not JSON-safe (write null)")
+
+
+def _load_json(path: Path) -> object:
+    if not path.is_file():
+        what = "is a folder, not a file" if path.is_dir() else "does not exist"
+        raise InputError(path, "placements.readable", f"the placements file {what}")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"), parse_constant=_reject_constant)
+    except UnicodeDecodeError as exc:
+        raise InputError(path, "placements.readable", f"not UTF-8 text: {exc.reason}") from None
+    except ValueError as exc:
+        raise InputError(path, "placements.readable", f"not valid JSON: {exc}") from None
+
+
+def read_placements(
+    path: str | Path, fleet: Fleet, jobs: Sequence[Job] | Mapping[str, Job] | None = None
+) -> PlacementsFile:
+    """Read and strictly check a placements file against `fleet` (rules: module docstring).
+
+    A job's sizes come from its ``spec``; without one, from `jobs` (by name), else the presets.
+    """
+    path = Path(path)
+    known = jobs if isinstance(jobs, Mapping) else {job.name: job for job in jobs or ()}
+    raw = _load_json(path)
+    problems = _Problems(path)
+    if not isinstance(raw, dict):
+        raise InputError(path, "placements.wrong_type", "expected a JSON object at the top level")
+    top = _Checker(problems, "", raw)
+    schema = top.get("schema", "str")
+    if schema is not None and schema != SCHEMA:
+        raise InputError(
+            path, "placements.schema", f"field 'schema' is {schema!r}, expected {SCHEMA!r}"
+        )
+    problems.raise_any()  # without the schema tag nothing else can be trusted
+    top.get("run_id", "str")
+    top.get("generated_at", "str")
+    top.get("model", "dict", nullable=True)
+    top.seconds("makespan_s")
+    schedule = top.get("schedule", "str", optional=True)
+    if schedule is not None and schedule not in SCHEDULES:
+        top._bad("placements.bad_value", "schedule", f"{schedule!r} is not one of {SCHEDULES}")
+    top.get("strategy", "str", optional=True)
+    fleet_block = top.get("fleet", "dict")
+    if fleet_block is not None:
+        block = _Checker(problems, "fleet, ", fleet_block)
+        block.get("nodes", "int")
+        block.get("links", "int")
+        block.get("snapshot", "str")
+    entries = top.get("jobs", "list")
+
+    placements: list[JobPlacement] = []
+    owner: dict[int, str] = {}  # node id -> job using it
+    seen: set[str] = set()
+    for index, entry in enumerate(entries or []):
+        placement = _read_job(problems, index, entry, fleet, known, owner, seen)
+        if placement is not None:
+            placements.append(placement)
+    problems.raise_any()
+    return PlacementsFile(path, raw, placements)
+
+
+def _job_label(index: int, entry: object) -> str:
+    name = entry.get("job") if isinstance(entry, dict) else None
+    return f"job {index + 1}" + (f" ({name!r})" if isinstance(name, str) else "")
+
+
+def _read_job(
+    problems: _Problems,
+    index: int,
+    entry: object,
+    fleet: Fleet,
+    known: Mapping[str, Job],
+    owner: dict[int, str],
+    seen: set[str],
+) -> JobPlacement | None:
+    label = _job_label(index, entry)
+    if not isinstance(entry, dict):
+        problems.add("placements.wrong_type", f"{label}: expected an object, got {entry!r:.60}")
+        return None
+    check = _Checker(problems, f"{label}, ", entry)
+    name = check.get("job", "str")
+    status = check.get("status", "str")
+    reason = check.get("reason", "str", nullable=True)
+    nodes = check.get("nodes", "list")
+    replicas = check.get("replicas", "list")
+    estimate = check.get("estimate", "dict", nullable=True)
+    baselines = check.get("baselines", "dict")
+    layout = check.get("layout", "str", optional=True) or PIPELINE
+    spec = check.get("spec", "dict", optional=True)
+    run_order = check.get("run_order", "int", optional=True, nullable=True)
+    if status is not None and status not in STATUSES:
+        check._bad("placements.bad_value", "status", f"{status!r} is not one of {STATUSES}")
+    if layout not in LAYOUTS:
+        check._bad("placements.bad_value", "layout", f"{layout!r} is not one of {LAYOUTS}")
+    if status == INFEASIBLE and "reason" in entry and reason is None and check.ok:
+        check._bad("placements.missing_key", "reason", "an infeasible job must say why")
+    if name is not None:
+        if name in seen:
+            check._bad("placements.duplicate_job", "job", f"{name!r} appears more than once")
+        seen.add(name)
+
+    job = _job_of(check, name, spec, known)
+    cost = _estimate(check, estimate)
+    systems = _baselines(check, baselines)
+    node_ids = _node_list(check, nodes)
+    stages = _replicas(check, replicas)
+    if not check.ok or job is None or node_ids is None or stages is None:
+        return None
+
+    # Structure: machines only for placed jobs; `nodes` are exactly the stages' machines.
+    if status == PLACED and not node_ids:
+        check._bad("placements.structure", "nodes", "a placed job needs machines")
+    if status != PLACED and (node_ids or stages):
+        check._bad("placements.structure", "nodes", f"a {status} job holds no machines")
+    if layout == TENSOR and stages:
+        check._bad("placements.structure", "replicas", "the tensor layout has no stages")
+    if layout == PIPELINE and status == PLACED and not stages:
+        check._bad("placements.structure", "replicas", "a placed pipeline job needs replicas")
+    stage_ids = [stage["node"] for replica in stages for stage in replica]
+    if layout == PIPELINE and stage_ids != node_ids and sorted(stage_ids) != sorted(node_ids):
+        check._bad(
+            "placements.structure",
+            "nodes",
+            f"{node_ids} are not the machines of the stages {stage_ids}",
+        )
+    if not check.ok:
+        return None
+
+    # Coverage of [0, layers) per replica.
+    for r, replica in enumerate(stages):
+        expected = 0
+        for k, stage in enumerate(replica):
+            start, end = stage["layer_start"], stage["layer_end"]
+            if start != expected or end <= start:
+                check._bad(
+                    "placements.coverage",
+                    f"replicas[{r}].stages[{k}]",
+                    f"layers [{start}, {end}) do not continue from layer {expected} "
+                    f"(each replica must cover [0, {job.layers}) exactly once, in order)",
+                )
+                break
+            expected = end
+        else:
+            if expected != job.layers:
+                check._bad(
+                    "placements.coverage",
+                    f"replicas[{r}]",
+                    f"covers [0, {expected}), expected [0, {job.layers})",
+                )
+    if not check.ok:
+        return None
+
+    # Machines: known, one job each, memory.
+    fleet_ids = set(fleet.node_ids.tolist())
+    unknown = [n for n in node_ids if n not in fleet_ids]
+    if unknown:
+        check._bad("placements.unknown_node", "nodes", f"node id(s) {unknown} are not in the fleet")
+        return None
+    for node in node_ids:
+        if node in owner:
+            where = "another stage of this job" if owner[node] == job.name else repr(owner[node])
+            check._bad("placements.node_shared", "nodes", f"machine {node} also serves {where}")
+        owner[node] = job.name
+    if not check.ok:
+        return None
+    indices = tuple(int(i) for i in fleet.index_of(node_ids)) if node_ids else ()
+    plan = None
+    if layout == PIPELINE and stages:
+        plan = Plan(
+            tuple(
+                tuple(
+                    Stage(int(fleet.index_of(s["node"])[0]), s["layer_start"], s["layer_end"])
+                    for s in replica
+                )
+                for replica in stages
+            )
+        )
+        _check_memory_pipeline(check, job, fleet, plan)
+    elif layout == TENSOR and indices:
+        share = job.min_memory_bytes / len(indices)
+        for i in indices:
+            if share > fleet.memory_bytes[i] * (1 + 1e-9):
+                check._bad(
+                    "placements.memory",
+                    "nodes",
+                    f"machine {fleet.node_id(i)} has {fleet.memory_bytes[i] / GB:.1f} GB, its "
+                    f"tensor-parallel share needs {share / GB:.1f} GB",
+                )
+    if not check.ok:
+        return None
+    lower = estimate.get("lower_bound_s") if estimate else None
+    return JobPlacement(
+        job=job,
+        status=status,
+        reason=reason,
+        nodes=indices,
+        plan=plan,
+        estimate=cost,
+        lower_bound_s=math.inf if estimate and lower is None else lower,
+        baselines=systems,
+        layout=layout,
+        run_order=run_order,
+    )
+
+
+def _check_memory_pipeline(check: _Checker, job: Job, fleet: Fleet, plan: Plan) -> None:
+    for r, replica in enumerate(plan.replicas):
+        for k, stage in enumerate(replica):
+            need = job.min_memory_bytes * stage.layers / job.layers
+            have = fleet.memory_bytes[stage.node]
+            if need > have * (1 + 1e-9):
+                check._bad(
+                    "placements.memory",
+                    f"replicas[{r}].stages[{k}]",
+                    f"layers [{stage.layer_start}, {stage.layer_end}) need {need / GB:.1f} GB, "
+                    f"machine {fleet.node_id(stage.node)} has {have / GB:.1f} GB",
+                )
+
+
+def _job_of(
+    check: _Checker, name: str | None, spec: dict | None, known: Mapping[str, Job]
+) -> Job | None:
+    if name is None:
+        return None
+    if spec is not None:
+        try:
+            (job,) = parse_jobs({"jobs": [spec]})
+        except InputError as exc:
+            check._bad("placements.bad_spec", "spec", exc.detail)
+            return None
+        if job.name != name:
+            check._bad("placements.bad_spec", "spec", f"describes {job.name!r}, not {name!r}")
+            return None
+        return job
+    if name in known:
+        return known[name]
+    if name in PRESET_JOBS:
+        return PRESET_JOBS[name]
+    check._bad(
+        "placements.unknown_job",
+        "job",
+        f"{name!r} has no 'spec' and is neither in the jobs given nor a preset",
+    )
+    return None
+
+
+def _estimate(check: _Checker, estimate: dict | None) -> Cost | None:
+    if estimate is None:
+        return None
+    inner = _Checker(check.problems, f"{check.where}estimate, ", estimate)
+    times = [inner.seconds(key) for key in _TIMES]
+    inner.seconds("lower_bound_s")
+    if not inner.ok:
+        check.ok = False
+        return None
+    return _cost(times, feasible=True, reason=None)
+
+
+def _cost(times: list[float | None], feasible: bool, reason: str | None) -> Cost:
+    values = [math.inf if t is None else float(t) for t in times]
+    return Cost(*values, feasible=feasible, reason=reason)
+
+
+def _baselines(check: _Checker, baselines: dict | None) -> dict[str, Cost]:
+    systems: dict[str, Cost] = {}
+    for name, record in (baselines or {}).items():
+        if name not in SYSTEM_NAMES:
+            check._bad("placements.bad_value", f"baselines.{name}", f"not one of {SYSTEM_NAMES}")
+            continue
+        if not isinstance(record, dict):
+            check._bad("placements.wrong_type", f"baselines.{name}", "expected an object")
+            continue
+        inner = _Checker(check.problems, f"{check.where}baselines.{name}, ", record)
+        times = [inner.seconds(key) for key in _TIMES]
+        feasible = inner.get("feasible", "bool")
+        reason = inner.get("reason", "str", optional=True, nullable=True)
+        if not inner.ok:
+            check.ok = False
+            continue
+        systems[name] = _cost(times, feasible=feasible, reason=reason)
+    return systems
+
+
+def _node_list(check: _Checker, nodes: list | None) -> list[int] | None:
+    if nodes is None:
+        return None
+    bad = [n for n in nodes if not _is_int(n)]
+    if bad:
+        check._bad("placements.wrong_type", "nodes", f"node ids must be integers (got {bad[:3]})")
+        return None
+    return list(nodes)
+
+
+def _replicas(check: _Checker, replicas: list | None) -> list[list[dict[str, int]]] | None:
+    if replicas is None:
+        return None
+    result: list[list[dict[str, int]]] = []
+    for r, replica in enumerate(replicas):
+        if not isinstance(replica, dict) or not isinstance(replica.get("stages"), list):
+            got = "no 'stages' list" if isinstance(replica, dict) else _type_name(replica)
+            check._bad(
+                "placements.wrong_type",
+                f"replicas[{r}]",
+                f"expected {{'stages': [...]}}, got {got}",
+            )
+            continue
+        if not replica["stages"]:
+            check._bad("placements.coverage", f"replicas[{r}].stages", "a replica needs stages")
+            continue
+        stages = []
+        for k, stage in enumerate(replica["stages"]):
+            where = f"replicas[{r}].stages[{k}]"
+            if not isinstance(stage, dict):
+                check._bad("placements.wrong_type", where, f"expected an object, got {stage!r:.40}")
+                continue
+            inner = _Checker(check.problems, f"{check.where}{where}, ", stage)
+            values = {key: inner.get(key, "int") for key in ("node", "layer_start", "layer_end")}
+            if inner.ok:
+                stages.append(values)
+            else:
+                check.ok = False
+        result.append(stages)
+    return result if check.ok else None

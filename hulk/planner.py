@@ -1,0 +1,758 @@
+"""The stage planner: the fastest plan (DESIGN.md §4) for one job on a given set of machines.
+
+`plan_job(job, fleet, nodes, settings)` chooses the data-parallel degree D, which machines of
+`nodes` form each of the D pipelines and in what order, and how many layers each stage holds,
+to minimise `hulk.cost.iteration_time`. It may leave machines of the set unused when that is
+faster (a slow machine that would be the pipeline's bottleneck, a far site whose link would be).
+The returned cost is always `hulk.cost.iteration_time` of the returned plan: the planner's own
+fast evaluator (`_Ctx.time`, the same formulas, no validation) only ranks candidates.
+
+**Layer split** (`layer_split`). A machine of memory ``mem`` holds at most
+``cap = floor(mem × layers / M)`` layers (M = ``job.min_memory_bytes``). Along a pipeline the
+split minimises the slowest stage ``max_k layers_k / F_k`` subject to ``layers_k ≤ cap_k``: every
+machine offers the "prices" ``j / F_k`` of its j-th layer (j = 1..cap_k) and the ``layers``
+cheapest prices win (water-filling; exact for integers because prices rise along each
+machine). A machine left with 0 layers is dropped from the pipeline.
+
+**Candidate machine sets** (at most `max_pool` machines each, so that sets of hundreds of
+machines cost no more than a few dozen). The machines are grouped into *sites*: complete-linkage
+clusters of the fleet's latency with diameter `site_latency_ms` (cities or metro regions;
+`site_labels`, computed once per fleet). Candidates are
+
+* the whole set, when it has at most `max_pool` machines;
+* site windows: from each of the `seed_sites` sites of most compute, the site grown by the
+  nearest site (single-linkage latency) one at a time, up to `window_sites` sites;
+* machine windows: from up to `seed_sites` seed machines (most compute among their
+  `max_pool / 4` nearest machines; a seed's home — the machines before the first jump in
+  latency from it — takes no further seed) the machines in order of latency from the seed,
+  cut where that latency jumps (×1.5 and 0.5 ms: the edge of a city or region) and at sizes
+  growing by `window_growth` from the fewest that hold the model;
+
+windows larger than `max_pool` keep their fastest machines; only sets that can hold the model
+count. **Layouts.** Every candidate set is ordered as one open path (nearest neighbour + 2-opt,
+minimising the sum of the job's boundary times ``c = 2 (α + activation / β)``) and laid out as
+
+* ``single`` — one pipeline (D = 1) on the path's k fastest machines in path order, k doubling
+  from the fewest that hold the model to all (also on a path that minimises Σ (c / c_max)^16,
+  i.e. chiefly the slowest boundary, which a pipeline pays once per micro-batch);
+* for up to `replica_candidates` data-parallel degrees D ≥ 2 (1..what memory allows, at most
+  `max_replicas`, spread geometrically):
+  ``chunks`` — the path cut into D contiguous pieces of equal compute (or, failing that, equal
+  memory), each piece one pipeline with its own split (replicas may split layers differently);
+  ``columns`` — the path cut into columns of D neighbouring machines, column j being stage j of
+  every replica (machines dealt snake-wise by compute), one split shared by all replicas on the
+  columns' slowest compute and smallest memory, so each gradient ring stays within a column;
+  ``dp`` — plain data parallelism on the D fastest machines that hold the whole model.
+
+Layouts are built first and timed cheapest pipeline first: a layout whose pipeline alone is no
+faster than the best so far is never synchronised, and gradient rings (`hulk.cost.ring_order`,
+cached per fleet) are ordered only while cheap lower bounds say the layout can still win. The
+best layout is then improved greedily for up to `prune_rounds` rounds: drop one of the
+`prune_candidates` weakest machines, an endpoint of a pipeline's slowest boundary, the unused
+machines or a whole site; re-order the machines in use; or change D by one.
+
+Deterministic: no randomness; ties go to the lower machine index. Cost: about 5–20 ms for a
+20-machine set of the paper's fleet, tens of milliseconds for sets of hundreds of machines.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.cluster.hierarchy import fcluster, linkage
+from scipy.spatial.distance import squareform
+
+from hulk.cost import (
+    GB,
+    GRADIENT_BYTES_PER_PARAM,
+    Cost,
+    Fleet,
+    Plan,
+    Stage,
+    iteration_time,
+    micro_batches,
+    ring_bottleneck,
+)
+from hulk.jobs import FLOPS_PER_PARAM_TOKEN, Job
+from hulk.settings import PlannerSettings
+
+__all__ = ["layer_capacity", "layer_split", "plan_job", "site_labels"]
+
+_MEMORY_SLACK = 1 + 1e-9  # as hulk.cost: a stage that fills a machine exactly still fits
+_UNREACHABLE_MS = 1e7  # stands in for an infinite latency when clustering
+# A window grown from a seed ends where the next machine is this much farther (ratio and at
+# least this many seconds): the edge of a city or region.
+_JUMP_RATIO, _JUMP_S = 1.5, 0.5e-3
+_BOTTLENECK_POWER = 16  # path objective Σ (c / c_max)^16: mostly the slowest boundary
+_SITES: weakref.WeakKeyDictionary[Fleet, dict[float, np.ndarray]] = weakref.WeakKeyDictionary()
+
+
+# --- reusable helpers -------------------------------------------------------------------------
+
+
+def layer_capacity(job: Job, memory_bytes: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Most layers of `job` each machine can hold: floor(memory × layers / M), at most layers."""
+    memory = np.asarray(memory_bytes, float)
+    need_per_layer = job.min_memory_bytes / job.layers
+    cap = np.floor(memory * _MEMORY_SLACK / need_per_layer)
+    # Guard the floor against rounding: the cost model's own test must accept cap layers.
+    cap = np.where(need_per_layer * cap > memory * _MEMORY_SLACK, cap - 1, cap)
+    return np.clip(cap, 0, job.layers).astype(np.int64)
+
+
+def layer_split(
+    job: Job, compute: Sequence[float] | np.ndarray, memory: Sequence[float] | np.ndarray
+) -> np.ndarray | None:
+    """Layers per stage for stages of `compute` FLOP/s and `memory` bytes (pipeline order).
+
+    Minimises the slowest stage (layers_k / compute_k) with every stage within its memory
+    (``M × layers_k / layers ≤ memory_k``); the counts sum to ``job.layers`` and a stage may get
+    0 (leave it out of the pipeline). None when the stages cannot hold the model together.
+    """
+    return _split(np.asarray(compute, float), layer_capacity(job, memory), job.layers)
+
+
+def _split(compute: np.ndarray, cap: np.ndarray, layers: int) -> np.ndarray | None:
+    """Water-filling on capacities `cap` (see the module docstring)."""
+    cap = np.where(compute > 0, cap, 0)
+    if int(cap.sum()) < layers:
+        return None
+    s = len(compute)
+    if s == 1:
+        return np.array([layers], np.int64)
+    top = int(min(layers, cap.max()))
+    prices = np.arange(1, top + 1)[None, :] / np.where(compute > 0, compute, 1.0)[:, None]
+    prices[np.arange(top)[None, :] >= cap[:, None]] = np.inf
+    flat = prices.ravel()
+    if flat.size > layers:
+        chosen = np.argpartition(flat, layers - 1)[:layers]
+    else:
+        chosen = np.arange(flat.size)
+    return np.bincount(chosen // top, minlength=s).astype(np.int64)
+
+
+def site_labels(fleet: Fleet, latency_ms: float) -> np.ndarray:
+    """Site of every machine: complete-linkage clusters of latency diameter `latency_ms`.
+
+    Sites are numbered 0.. in order of their smallest machine index; computed once per fleet
+    and threshold (cached). Drained machines get sites too: sites are places, not schedules.
+    """
+    per_fleet = _SITES.setdefault(fleet, {})
+    key = float(latency_ms)
+    if key not in per_fleet:
+        n = fleet.n
+        if n <= 1:
+            labels = np.zeros(n, np.int64)
+        else:
+            dist = np.minimum(fleet.latency_s * 1000.0, _UNREACHABLE_MS)
+            dist = np.maximum(dist, dist.T)
+            np.fill_diagonal(dist, 0.0)
+            tree = linkage(squareform(dist, checks=False), method="complete")
+            raw = fcluster(tree, t=key, criterion="distance")
+            _, first = np.unique(raw, return_index=True)
+            rank = np.empty(raw.max() + 1, np.int64)
+            rank[raw[np.sort(first)]] = np.arange(len(first))
+            labels = rank[raw]
+        per_fleet[key] = labels
+    return per_fleet[key]
+
+
+# --- the planner ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Layout:
+    """D pipelines: fleet indices in stage order and layers per stage (no zero-layer stages)."""
+
+    replicas: list[np.ndarray]
+    splits: list[np.ndarray]
+
+    def plan(self) -> Plan:
+        replicas = []
+        for nodes, layers in zip(self.replicas, self.splits, strict=True):
+            ends = np.cumsum(layers)
+            replicas.append(
+                tuple(
+                    Stage(int(n), int(e - k), int(e))
+                    for n, k, e in zip(nodes, layers, ends, strict=True)
+                )
+            )
+        return Plan(tuple(replicas))
+
+    @property
+    def nodes(self) -> np.ndarray:
+        return np.concatenate(self.replicas)
+
+
+@dataclass(frozen=True)
+class _Recipe:
+    """How a layout was built: machine set (path order), layout kind and replica count."""
+
+    order: tuple[int, ...]
+    kind: str
+    replicas: int
+
+
+@dataclass
+class _Ctx:
+    """Per-call constants and the fast evaluator."""
+
+    job: Job
+    fleet: Fleet
+    settings: PlannerSettings
+    per_layer: float = 0.0  # FLOPs of one layer for one micro-batch
+    grad_per_layer: float = 0.0  # gradient bytes of one layer
+    evaluations: int = 0
+    seen: set[_Recipe] = field(default_factory=set)
+    _cap: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    _paths: dict[tuple[frozenset[int], bool], np.ndarray] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        job = self.job
+        self.per_layer = (
+            FLOPS_PER_PARAM_TOKEN * job.params / job.layers * job.micro_batch * job.seq_len
+        )
+        self.grad_per_layer = GRADIENT_BYTES_PER_PARAM * job.params / job.layers
+        self._cap = layer_capacity(job, self.fleet.memory_bytes)
+
+    # -- evaluation (the formulas of hulk.cost, without validation) --
+
+    def pipeline_time(self, layout: _Layout) -> float:
+        """max over replicas of T_pp (no gradient sync); replicas of one length at once."""
+        fleet, job = self.fleet, self.job
+        self.evaluations += 1
+        m = micro_batches(job, len(layout.replicas))
+        lengths = {len(nodes) for nodes in layout.replicas}
+        if len(lengths) == 1:
+            groups = [(np.stack(layout.replicas), np.stack(layout.splits))]
+        else:
+            groups = [
+                (nodes[None, :], layers[None, :])
+                for nodes, layers in zip(layout.replicas, layout.splits, strict=True)
+            ]
+        worst = 0.0
+        for nodes, layers in groups:  # (R, S) each
+            t = layers * self.per_layer / fleet.compute_flops[nodes]
+            t_max = t.max(axis=1)
+            total = t.sum(axis=1)
+            if nodes.shape[1] > 1:
+                a, b = nodes[:, :-1], nodes[:, 1:]
+                c = 2.0 * (fleet.latency_s[a, b] + job.activation_bytes / fleet.bandwidth_Bps[a, b])
+                total = total + c.sum(axis=1)
+                t_max = np.maximum(t_max, c.max(axis=1))
+            worst = max(worst, float((total + (m - 1) * t_max).max()))
+        return worst
+
+    def sync_time(self, layout: _Layout, budget: float = math.inf) -> float:
+        """T_dp of `layout`; inf as soon as it is known to reach `budget`.
+
+        Shared split: the slowest stage position's ring all-reduce. Different splits: every piece
+        between consecutive cut points is all-reduced over its D holders and a machine does its
+        pieces one after another (hulk.cost's rule). Cheap lower bounds on each ring (every
+        machine has two ring neighbours: α_max ≥ max_i min_j α_ij, β_min ≤ min_i max_j β_ij)
+        discard hopeless layouts before any ring is ordered.
+        """
+        d = len(layout.replicas)
+        if d <= 1:
+            return 0.0
+        first = layout.splits[0]
+        shared = all(len(s) == len(first) and np.array_equal(s, first) for s in layout.splits)
+        if shared:
+            holders = np.stack(layout.replicas, axis=1)  # (S, D): stage position k's machines
+            sizes = first.astype(float)
+        else:
+            ends = [np.cumsum(s) for s in layout.splits]
+            cuts = np.unique(np.concatenate([[0], *ends]))
+            starts, sizes = cuts[:-1], np.diff(cuts).astype(float)
+            holders = np.stack(
+                [
+                    r[np.searchsorted(e, starts, side="right")]
+                    for r, e in zip(layout.replicas, ends, strict=False)
+                ],
+                axis=1,
+            )
+        scale_a, scale_b = 2.0 * (d - 1), 2.0 * (d - 1) / d * self.grad_per_layer
+        lat = self.fleet.latency_s[holders[:, :, None], holders[:, None, :]]
+        bw = self.fleet.bandwidth_Bps[holders[:, :, None], holders[:, None, :]]
+        eye = np.eye(d, dtype=bool)[None]
+        alpha_lb = np.where(eye, np.inf, lat).min(axis=2).max(axis=1)
+        beta_ub = np.where(eye, 0.0, bw).max(axis=2).min(axis=1)
+        lower = scale_a * alpha_lb + scale_b * sizes / beta_ub
+        if shared:
+            if float(lower.max()) >= budget:
+                return math.inf
+            worst = 0.0
+            for k in np.argsort(-lower, kind="stable"):
+                if lower[k] <= worst:
+                    break
+                alpha, beta = ring_bottleneck(self.fleet, holders[k].tolist())
+                worst = max(worst, scale_a * alpha + scale_b * sizes[k] / beta)
+                if worst >= budget:
+                    return math.inf
+            return worst
+        busy_lb: dict[int, float] = {}
+        for row, sec in zip(holders.tolist(), lower.tolist(), strict=False):
+            for node in row:
+                busy_lb[node] = busy_lb.get(node, 0.0) + sec
+        if max(busy_lb.values()) >= budget:
+            return math.inf
+        busy: dict[int, float] = {}
+        for row, size in zip(holders.tolist(), sizes.tolist(), strict=False):
+            alpha, beta = ring_bottleneck(self.fleet, row)
+            sec = scale_a * alpha + scale_b * size / beta
+            for node in row:
+                busy[node] = busy.get(node, 0.0) + sec
+        return max(busy.values())
+
+    def time(self, layout: _Layout) -> float:
+        """Iteration time of `layout` (for tests: equals hulk.cost.iteration_time)."""
+        return self.pipeline_time(layout) + self.sync_time(layout)
+
+    # -- machine sets --
+
+    def cap(self, nodes: np.ndarray) -> np.ndarray:
+        return self._cap[nodes]
+
+    def path(self, nodes: np.ndarray, bottleneck: bool = False) -> np.ndarray:
+        """`nodes` as a low-latency open path on the job's boundary time (cached per set).
+
+        The plain path minimises the sum of the boundary times; with `bottleneck` it minimises
+        the sum of their 16th powers (relative to the largest), i.e. chiefly the slowest boundary,
+        which a long pipeline pays once per micro-batch.
+        """
+        key = (frozenset(nodes.tolist()), bottleneck)
+        cached = self._paths.get(key)
+        if cached is None:
+            nodes = np.sort(nodes)
+            lat = self.fleet.latency_s[np.ix_(nodes, nodes)]
+            bw = self.fleet.bandwidth_Bps[np.ix_(nodes, nodes)]
+            cost = 2.0 * (lat + self.job.activation_bytes / bw)
+            np.fill_diagonal(cost, 0.0)
+            if bottleneck and len(nodes) > 2:
+                cost = (cost / cost.max()) ** _BOTTLENECK_POWER
+            cached = nodes[_open_path(cost)]
+            self._paths[key] = cached
+        return cached
+
+    # -- layouts --
+
+    def build(self, recipe: _Recipe) -> _Layout | None:
+        order = np.asarray(recipe.order, np.int64)
+        if recipe.kind == "single":
+            return self._pipelines([order])
+        if recipe.kind == "chunks":
+            return self._chunks(order, recipe.replicas)
+        if recipe.kind == "columns":
+            return self._columns(order, recipe.replicas)
+        return self._dp(order, recipe.replicas)
+
+    def _pipelines(self, groups: list[np.ndarray]) -> _Layout | None:
+        """Each group one pipeline with its own water-filled split (zero-layer stages dropped)."""
+        replicas, splits = [], []
+        f = self.fleet.compute_flops
+        for nodes in groups:
+            layers = _split(f[nodes], self.cap(nodes), self.job.layers)
+            if layers is None:
+                return None
+            keep = layers > 0
+            replicas.append(nodes[keep])
+            splits.append(layers[keep])
+        return _Layout(replicas, splits)
+
+    def _chunks(self, order: np.ndarray, d: int) -> _Layout | None:
+        n = len(order)
+        if d > n:
+            return None
+        f = self.fleet.compute_flops[order]
+        cap = self.cap(order)
+        for weight in (f, cap.astype(float)):
+            cuts = _balanced_cuts(weight, d)
+            if cuts is None:
+                continue
+            pieces = np.split(order, cuts)
+            caps = np.split(cap, cuts)
+            if all(int(c.sum()) >= self.job.layers for c in caps):
+                return self._pipelines(pieces)
+        return None
+
+    def _columns(self, order: np.ndarray, d: int) -> _Layout | None:
+        n = len(order)
+        s = n // d
+        if s == 0:
+            return None
+        f = self.fleet.compute_flops
+        if n > s * d:  # leave out the slowest machines, keep the path order of the rest
+            slow = np.argsort(f[order], kind="stable")[: n - s * d]
+            order = np.delete(order, slow)
+        grid = order.reshape(s, d).copy()  # grid[j]: the machines of stage j
+        for j in range(s):
+            by_speed = grid[j][np.argsort(-f[grid[j]], kind="stable")]
+            grid[j] = by_speed if j % 2 == 0 else by_speed[::-1]
+        layers = _split(
+            f[grid].min(axis=1), self.cap(grid.ravel()).reshape(s, d).min(axis=1), self.job.layers
+        )
+        if layers is None:
+            return None
+        keep = layers > 0
+        grid, layers = grid[keep], layers[keep]
+        return _Layout([grid[:, r].copy() for r in range(d)], [layers] * d)
+
+    def _dp(self, order: np.ndarray, d: int) -> _Layout | None:
+        full = order[self.cap(order) >= self.job.layers]
+        if len(full) < d:
+            return None
+        fastest = full[np.argsort(-self.fleet.compute_flops[full], kind="stable")[:d]]
+        whole = np.array([self.job.layers], np.int64)
+        return _Layout([np.array([node]) for node in fastest], [whole] * d)
+
+    def replica_counts(self, nodes: np.ndarray) -> list[int]:
+        """Data-parallel degrees worth trying on `nodes` (memory allows each replica L layers)."""
+        most = min(
+            self.settings.max_replicas, len(nodes), int(self.cap(nodes).sum()) // self.job.layers
+        )
+        if most <= self.settings.replica_candidates:
+            return list(range(1, most + 1))
+        spread = np.geomspace(1, most, self.settings.replica_candidates)
+        return sorted({round(x) for x in spread} | {1, most})
+
+
+def _balanced_cuts(weight: np.ndarray, d: int) -> np.ndarray | None:
+    """Cut positions (d − 1, strictly increasing, in 1..n−1) splitting `weight` into d equal
+    shares as nearly as possible."""
+    n = len(weight)
+    cum = np.cumsum(weight)
+    total = float(cum[-1])
+    if total <= 0:
+        return None
+    targets = total * np.arange(1, d) / d
+    after = np.searchsorted(cum, targets)  # first index whose prefix reaches the target
+    before_gap = targets - np.where(after > 0, cum[np.maximum(after - 1, 0)], 0.0)
+    after_gap = cum[np.minimum(after, n - 1)] - targets
+    cuts = np.where(after_gap < before_gap, after + 1, np.maximum(after, 1))
+    cuts = np.clip(cuts, 1, n - 1)
+    # Strictly increasing: push duplicates forward, then back from the end.
+    for i in range(1, len(cuts)):
+        cuts[i] = max(cuts[i], cuts[i - 1] + 1)
+    for i in range(len(cuts) - 1, -1, -1):
+        limit = n - (len(cuts) - i)
+        cuts[i] = min(cuts[i], limit)
+        if i + 1 < len(cuts):
+            cuts[i] = min(cuts[i], cuts[i + 1] - 1)
+    if len(cuts) and (cuts[0] < 1 or (np.diff(cuts) <= 0).any()):
+        return None
+    return cuts
+
+
+def _open_path(cost: np.ndarray) -> np.ndarray:
+    """A short open path through all points (`cost` (n, n)): nearest neighbour, then 2-opt.
+
+    The path is a tour through an extra point at zero distance from all others, so that cycle
+    2-opt moves (reverse a segment) also move the path's two ends.
+    """
+    n = len(cost)
+    if n <= 2:
+        return np.arange(n)
+    big = float(cost[np.isfinite(cost)].max()) * (n + 1) * 10 + 1.0
+    full = np.zeros((n + 1, n + 1))
+    full[:n, :n] = np.where(np.isfinite(cost), cost, big)
+    size = n + 1
+    # Nearest neighbour from the dummy point n (its first step takes the cheapest start: 0).
+    tour = np.empty(size, np.int64)
+    visited = np.zeros(size, bool)
+    tour[0], visited[n] = n, True
+    current = n
+    for step in range(1, size):
+        row = np.where(visited, np.inf, full[current])
+        current = int(np.argmin(row))
+        tour[step] = current
+        visited[current] = True
+    positions = np.arange(size)
+    allowed = positions[None, :] > positions[:, None] + 1
+    allowed[0, size - 1] = False
+    tolerance = 1e-12 * big
+    for _ in range(10 * size + 100):
+        nxt = np.roll(tour, -1)
+        edge = full[tour, nxt]
+        gain = edge[:, None] + edge[None, :] - full[np.ix_(tour, tour)] - full[np.ix_(nxt, nxt)]
+        gain[~allowed] = 0.0
+        best = int(np.argmax(gain))
+        if gain.flat[best] <= tolerance:
+            break
+        i, j = divmod(best, size)
+        tour[i + 1 : j + 1] = tour[i + 1 : j + 1][::-1]
+    start = int(np.flatnonzero(tour == n)[0])
+    path = np.roll(tour, -start)[1:]
+    return path
+
+
+def _candidate_sets(ctx: _Ctx, pool: np.ndarray) -> list[np.ndarray]:
+    """Candidate machine sets (module docstring): the pool and windows grown from seed sites."""
+    settings, fleet, job = ctx.settings, ctx.fleet, ctx.job
+    limit = settings.max_pool
+    f = fleet.compute_flops
+
+    def trim(nodes: np.ndarray) -> np.ndarray:
+        if len(nodes) <= limit:
+            return np.sort(nodes)
+        fastest = np.argsort(-f[nodes], kind="stable")[:limit]
+        return np.sort(nodes[fastest])
+
+    def holds(nodes: np.ndarray) -> bool:
+        return int(ctx.cap(nodes).sum()) >= job.layers
+
+    found: dict[frozenset[int], np.ndarray] = {}
+
+    def add(nodes: np.ndarray) -> None:
+        nodes = trim(nodes)
+        key = frozenset(nodes.tolist())
+        if key not in found and holds(nodes):
+            found[key] = nodes
+
+    if len(pool) <= limit:
+        add(pool)
+    labels = site_labels(fleet, settings.site_latency_ms)[pool]
+    sites, inverse = np.unique(labels, return_inverse=True)
+    k = len(sites)
+    if k > 1 or len(pool) > limit:
+        members = [pool[inverse == s] for s in range(k)]
+        power = np.array([f[m].sum() for m in members])
+        # Single-linkage latency between sites (k × k).
+        lat = fleet.latency_s[np.ix_(pool, pool)]
+        onehot = np.zeros((k, len(pool)), bool)
+        onehot[inverse, np.arange(len(pool))] = True
+        between = np.full((k, k), np.inf)
+        for s in range(k):
+            between[s] = np.where(onehot, lat[onehot[s]].min(axis=0)[None, :], np.inf).min(axis=1)
+        seeds = np.argsort(-power, kind="stable")[: settings.seed_sites]
+        for seed in seeds:
+            chosen = [int(seed)]
+            distance = between[seed].copy()
+            distance[seed] = np.inf
+            count = len(members[seed])
+            while True:
+                nodes = np.concatenate([members[s] for s in chosen])
+                add(nodes)
+                if count >= limit or len(chosen) >= min(k, settings.window_sites):
+                    break
+                nearest = int(np.argmin(distance))
+                chosen.append(nearest)
+                count += len(members[nearest])
+                distance = np.minimum(distance, between[nearest])
+                distance[chosen] = np.inf
+    # Windows grown machine by machine (by latency from a seed): cities inside large sites.
+    lat = fleet.latency_s[np.ix_(pool, pool)]
+    size = min(len(pool), max(2, limit // 4))
+    neighbourhood = np.partition(lat, size - 1, axis=1)[:, size - 1 : size]
+    power = np.where(lat <= neighbourhood, f[pool][None, :], 0.0).sum(axis=1)
+    homes = np.zeros(len(pool), bool)  # machines in the home city of a seed taken so far
+    seeds = 0
+    for seed in np.argsort(-power, kind="stable").tolist():
+        if seeds >= settings.seed_sites:
+            break
+        if homes[seed]:
+            continue
+        seeds += 1
+        by_latency = np.argsort(lat[seed], kind="stable")
+        grown = pool[by_latency]
+        held = np.cumsum(ctx.cap(grown))
+        count = int(np.searchsorted(held, job.layers)) + 1
+        # Natural windows: where the latency from the seed jumps (the next city or region);
+        # the first one is the seed's home, where no later seed may start.
+        steps = lat[seed][by_latency]
+        jump = (steps[1:] >= _JUMP_RATIO * steps[:-1]) & (steps[1:] - steps[:-1] >= _JUMP_S)
+        cuts = np.flatnonzero(jump[1:]) + 2  # a window holds the seed and its nearest machine
+        homes[by_latency[: cuts[0] if len(cuts) else len(pool)]] = True
+        for cut in cuts[(cuts >= count) & (cuts <= limit)][: settings.window_sites].tolist():
+            add(grown[:cut])
+        while count <= len(grown):
+            add(grown[: min(count, limit)])
+            if count >= limit:
+                break
+            count = min(math.ceil(count * settings.window_growth), limit, len(grown))
+            if count == len(grown) and count < limit:
+                add(grown)
+                break
+    if not found:  # the memory only suffices on the pool as a whole: its fastest machines
+        add(pool)
+        if not found:
+            found[frozenset(pool.tolist())] = np.sort(pool)
+    return list(found.values())
+
+
+@dataclass
+class _Best:
+    seconds: float = math.inf
+    layout: _Layout | None = None
+    recipe: _Recipe | None = None
+
+
+def _evaluate(ctx: _Ctx, recipes: list[_Recipe], best: _Best) -> bool:
+    """Build `recipes`, then time them cheapest pipeline first; True when `best` improved.
+
+    A layout whose pipeline alone is no faster than the best so far is never synchronised, and
+    the gradient rings of the others are only ordered while they can still win.
+    """
+    staged = []
+    for position, recipe in enumerate(recipes):
+        if recipe in ctx.seen:
+            continue
+        ctx.seen.add(recipe)
+        layout = ctx.build(recipe)
+        if layout is not None:
+            staged.append((ctx.pipeline_time(layout), position, recipe, layout))
+    staged.sort(key=lambda entry: (entry[0], entry[1]))
+    improved = False
+    for pipeline, _, recipe, layout in staged:
+        if pipeline >= best.seconds:
+            break
+        total = pipeline + ctx.sync_time(layout, best.seconds - pipeline)
+        if total < best.seconds * (1 - 1e-12):
+            best.seconds, best.layout, best.recipe = total, layout, recipe
+            improved = True
+    return improved
+
+
+def _fastest_prefixes(ctx: _Ctx, order: np.ndarray) -> list[tuple[int, ...]]:
+    """`order` restricted to its k fastest machines (path order kept), k doubling from the
+    fewest that hold the model up to all of them."""
+    f = ctx.fleet.compute_flops[order]
+    by_speed = np.argsort(-f, kind="stable")
+    held = np.cumsum(ctx.cap(order)[by_speed])
+    k = int(np.searchsorted(held, ctx.job.layers)) + 1
+    n = len(order)
+    counts = []
+    while k < n:
+        counts.append(k)
+        k *= 2
+    counts.append(n)
+    return [tuple(order[np.sort(by_speed[:k])].tolist()) for k in counts]
+
+
+def _search(ctx: _Ctx, pool: np.ndarray) -> _Best:
+    best = _Best()
+    recipes: list[_Recipe] = []
+    for nodes in _candidate_sets(ctx, pool):
+        path = ctx.path(nodes)
+        order = tuple(path.tolist())
+        recipes += [_Recipe(prefix, "single", 1) for prefix in _fastest_prefixes(ctx, path)]
+        if len(nodes) > 3:
+            narrow = ctx.path(nodes, bottleneck=True)
+            recipes += [_Recipe(p, "single", 1) for p in _fastest_prefixes(ctx, narrow)]
+        for d in ctx.replica_counts(nodes):
+            if d > 1:
+                recipes += [_Recipe(order, kind, d) for kind in ("chunks", "columns", "dp")]
+    _evaluate(ctx, recipes, best)
+    if best.recipe is None:
+        return best
+    sites = site_labels(ctx.fleet, ctx.settings.site_latency_ms)
+    for _ in range(ctx.settings.prune_rounds):
+        if not _evaluate(ctx, _prune_moves(ctx, best.recipe, best.layout, sites), best):
+            break
+    return best
+
+
+def _prune_moves(ctx: _Ctx, recipe: _Recipe, layout: _Layout, sites: np.ndarray) -> list[_Recipe]:
+    """Variants of the best recipe: one machine or site fewer, the machines in use re-ordered,
+    one replica more or fewer."""
+    order = np.asarray(recipe.order, np.int64)
+    used = layout.nodes
+    f = ctx.fleet.compute_flops
+    drop: list[tuple[int, ...]] = []
+    weakest = used[np.argsort(f[used], kind="stable")[: ctx.settings.prune_candidates]]
+    drop += [(int(v),) for v in weakest]
+    for nodes in layout.replicas:  # the endpoints of each pipeline's slowest boundary
+        if len(nodes) > 1:
+            a, b = nodes[:-1], nodes[1:]
+            lat, bw = ctx.fleet.latency_s[a, b], ctx.fleet.bandwidth_Bps[a, b]
+            k = int(np.argmax(lat + ctx.job.activation_bytes / bw))
+            drop += [(int(a[k]),), (int(b[k]),)]
+    unused = np.setdiff1d(order, used)
+    if len(unused):
+        drop.append(tuple(int(v) for v in unused))
+    labels = sites[order]
+    if len(np.unique(labels)) > 1:
+        for s in np.unique(labels):
+            drop.append(tuple(int(v) for v in order[labels == s]))
+    variants: list[_Recipe] = []
+    seen: set[tuple[int, ...]] = set()
+    for gone in drop:
+        if gone in seen:
+            continue
+        seen.add(gone)
+        rest = order[~np.isin(order, gone)]
+        if len(rest):
+            kind = recipe.kind if recipe.replicas > 1 else "single"
+            variants.append(_Recipe(tuple(rest.tolist()), kind, recipe.replicas))
+    if len(used) > 2:  # the machines in use, re-ordered on their own
+        kind = recipe.kind if recipe.replicas > 1 else "single"
+        for bottleneck in (False, True):
+            path = tuple(ctx.path(np.sort(used), bottleneck).tolist())
+            variants.append(_Recipe(path, kind, recipe.replicas))
+    for d in (recipe.replicas - 1, recipe.replicas + 1):
+        if 1 <= d <= min(len(order), ctx.settings.max_replicas):
+            kind = "single" if d == 1 else ("chunks" if recipe.kind == "single" else recipe.kind)
+            variants.append(_Recipe(recipe.order, kind, d))
+    return variants
+
+
+def plan_job(
+    job: Job,
+    fleet: Fleet,
+    nodes: Sequence[int] | np.ndarray,
+    settings: PlannerSettings,
+) -> tuple[Plan | None, Cost]:
+    """The fastest plan the planner finds for `job` on the machines `nodes` (fleet indices).
+
+    Returns ``(plan, hulk.cost.iteration_time(job, fleet, plan))``, or ``(None, infeasible
+    Cost)`` with a reason when the active machines of `nodes` cannot hold the job's memory
+    (``job.min_memory_bytes``, in whole layers) within one group of mutually reachable
+    machines. Inactive (drained) machines of `nodes` are never used. Deterministic.
+    """
+    idx = np.unique(np.asarray(nodes, np.int64).ravel())
+    if len(idx) and (idx[0] < 0 or idx[-1] >= fleet.n):
+        raise ValueError(f"fleet index out of range 0..{fleet.n - 1}: {idx.tolist()}")
+    need = job.min_memory_bytes
+    active = idx[fleet.active[idx]]
+    if not len(active):
+        return None, Cost.infeasible(f"{job.name}: no active machine among the {len(idx)} given")
+    have = float(fleet.memory_bytes[active].sum())
+    if have < need / _MEMORY_SLACK:
+        return None, Cost.infeasible(
+            f"{job.name} needs {need / GB:.0f} GB; its {len(active)} active machine(s) have "
+            f"{have / GB:.0f} GB"
+        )
+    ctx = _Ctx(job, fleet, settings)
+    usable = active[(ctx.cap(active) > 0) & (fleet.compute_flops[active] > 0)]
+    held = int(ctx.cap(usable).sum())
+    if held < job.layers:
+        return None, Cost.infeasible(
+            f"{job.name}: its machines hold only {held} of its {job.layers} layers "
+            f"({need / job.layers / GB:.1f} GB per layer; memory is used in whole layers)"
+        )
+    pools = []
+    for component in np.unique(fleet.component[usable]):
+        pool = usable[fleet.component[usable] == component]
+        if int(ctx.cap(pool).sum()) >= job.layers:
+            pools.append(pool)
+    if not pools:
+        largest = max(
+            float(fleet.memory_bytes[usable[fleet.component[usable] == c]].sum())
+            for c in np.unique(fleet.component[usable])
+        )
+        return None, Cost.infeasible(
+            f"{job.name} needs {need / GB:.0f} GB; its machines fall into groups that cannot "
+            f"reach each other, the largest with {largest / GB:.0f} GB"
+        )
+    best_time, best_layout = math.inf, None
+    for pool in pools:
+        found = _search(ctx, pool)
+        if found.layout is not None and found.seconds < best_time:
+            best_time, best_layout = found.seconds, found.layout
+    if best_layout is None:  # pragma: no cover - a pool that holds the model always has a plan
+        return None, Cost.infeasible(f"{job.name}: no feasible layout found")
+    plan = best_layout.plan()
+    return plan, iteration_time(job, fleet, plan)

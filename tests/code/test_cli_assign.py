@@ -1,0 +1,404 @@
+"""`hulk assign`, `hulk evaluate`, `hulk replan`: files written atomically, clean errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from hulk import io, schemas
+from hulk.cli import app
+from hulk.jobs import PAPER_MIX_4, dump_jobs, preset_jobs
+from tests.conftest import HULK47
+
+runner = CliRunner()
+PNG = b"\x89PNG\r\n\x1a\n"
+
+# Small searches keep the tests fast; the defaults are for real runs.
+FAST = {"teacher": {"max_evaluations": 40, "time_budget_s": 20.0, "random_starts": 0}}
+
+
+def invoke(*args: object):
+    return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+
+@pytest.fixture
+def params(tmp_path: Path) -> Path:
+    """Settings with a small teacher search, when the installed settings know the teacher."""
+    from hulk.settings import Settings
+
+    path = tmp_path / "params.yaml"
+    fast = {k: v for k, v in FAST.items() if k in Settings.model_fields}
+    path.write_text(yaml.safe_dump(fast))
+    return path
+
+
+@pytest.fixture
+def tiny(tmp_path: Path) -> Path:
+    """A data folder with six machines: 0–2 in Beijing, 3–5 in Tokyo, every pair linked."""
+    data = tmp_path / "data"
+    ids = list(range(6))
+    beijing = [i < 3 for i in ids]
+    inventory = pd.DataFrame(
+        {
+            "node_id": ids,
+            "city": ["Beijing" if b else "Tokyo" for b in beijing],
+            "country": ["China" if b else "Japan" for b in beijing],
+            "lat": [39.9 if b else 35.7 for b in beijing],
+            "lon": [116.4 if b else 139.7 for b in beijing],
+            "compute_capability": 8.0,
+            "gpu_count": 8,
+            "memory_gb": 320.0,
+            "status": "active",
+        }
+    )
+    pairs = [(i, j) for i in ids for j in ids if i < j]
+    latency = [1.0 if beijing[i] == beijing[j] else 40.0 for i, j in pairs]
+    links = pd.DataFrame(
+        {
+            "src": [p[0] for p in pairs],
+            "dst": [p[1] for p in pairs],
+            "samples": 100,
+            "loss_rate": 0.0,
+            "latency_p50_ms": latency,
+            "latency_p95_ms": latency,
+            "latency_mean_ms": latency,
+            "alpha_ms": latency,
+            "beta_gbps": float("nan"),
+        }
+    )
+    for column in ("window_start", "window_end"):
+        links[column] = pd.Series(pd.NaT, index=links.index, dtype=schemas.LINKS[column])
+    io.write_csv(data / schemas.INVENTORY_FILE, schemas.conform(inventory, schemas.INVENTORY))
+    io.write_parquet(data / schemas.LINKS_FILE, schemas.conform(links, schemas.LINKS))
+    return data
+
+
+@pytest.fixture
+def jobs_file(tmp_path: Path) -> Path:
+    path = tmp_path / "jobs.yaml"
+    path.write_text(dump_jobs(preset_jobs(["GPT-2-1.5B", "BERT-large"])))
+    return path
+
+
+def assigned(tiny: Path, jobs_file: Path, params: Path, strategy: str) -> Path:
+    out = tiny / "placements"
+    result = invoke(
+        "--params", params, "assign", "--data", tiny, "--jobs", jobs_file, "--strategy", strategy,
+        "--out", out,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def teacher_available() -> bool:
+    try:
+        import hulk.teacher  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+needs_teacher = pytest.mark.skipif(not teacher_available(), reason="hulk.teacher not there yet")
+
+
+def test_commands_have_help() -> None:
+    for command in ("assign", "evaluate", "replan"):
+        result = invoke(command, "--help")
+        assert result.exit_code == 0 and "Usage" in result.output
+
+
+def test_assign_writes_run_file_and_latest(tiny: Path, jobs_file: Path, params: Path) -> None:
+    out = assigned(tiny, jobs_file, params, "B")
+    runs = [p for p in out.glob("*.json") if p.name != "latest.json"]
+    assert len(runs) == 1
+    assert (out / "latest.json").read_bytes() == runs[0].read_bytes()
+    doc = json.loads(runs[0].read_text())
+    assert doc["schema"] == "hulk.placements/v1" and doc["strategy"] == "B"
+    assert runs[0].stem == doc["run_id"]
+    assert doc["fleet"] == {
+        "nodes": 6,
+        "links": 15,
+        "snapshot": io.sha256_file(tiny / "links.parquet"),
+        "inventory": io.sha256_file(tiny / "machines.csv"),
+    }
+    assert [j["status"] for j in doc["jobs"]] == ["placed", "queued"]
+    assert doc["jobs"][0]["nodes"] == list(range(6))
+
+
+def test_assign_prints_the_placements(tiny: Path, jobs_file: Path, params: Path) -> None:
+    result = invoke(
+        "--params", params, "assign", "--data", tiny, "--jobs", jobs_file, "--strategy", "C",
+        "--out", tiny / "placements",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "GPT-2-1.5B" in result.output and "TP×6" in result.output
+    assert "makespan" in result.output and "latest.json" in result.output
+
+
+def test_gnn_without_a_model_is_a_clear_error(tiny: Path, jobs_file: Path) -> None:
+    out = tiny / "placements"
+    result = invoke(
+        "assign", "--data", tiny, "--jobs", jobs_file, "--strategy", "gnn", "--out", out
+    )
+    assert result.exit_code == 2
+    assert "no champion model yet: run `hulk train`" in result.output
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("edit", "mention"),
+    [
+        (lambda jobs: jobs[0].update(colour="red"), "'colour': unknown key"),
+        (lambda jobs: jobs[1].update(layers=0), "'layers'"),
+        (lambda jobs: jobs[1].update(params_b=-1.5), "'params_b'"),
+        (lambda jobs: jobs[1].update(name=jobs[0]["name"]), "jobs.duplicate_name"),
+    ],
+)
+def test_bad_jobs_file_is_named_and_nothing_written(
+    tiny: Path, tmp_path: Path, edit, mention: str
+) -> None:
+    raw = yaml.safe_load(dump_jobs(preset_jobs(["GPT-2-1.5B", "BERT-large"])))
+    edit(raw["jobs"])
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    out = tiny / "placements"
+    result = invoke("assign", "--data", tiny, "--jobs", path, "--strategy", "B", "--out", out)
+    assert result.exit_code == 2
+    assert "bad.yaml" in result.output and mention in result.output
+    assert "Traceback" not in result.output
+    assert not out.exists()
+
+
+def test_assign_without_link_table_is_a_clear_error(tmp_path: Path, jobs_file: Path) -> None:
+    result = invoke("assign", "--data", tmp_path, "--jobs", jobs_file, "--strategy", "A")
+    assert result.exit_code == 2 and "hulk ingest" in result.output
+
+
+def test_evaluate_prints_table_and_writes_plot(tiny: Path, jobs_file: Path, params: Path) -> None:
+    out = assigned(tiny, jobs_file, params, "A")
+    result = invoke("evaluate", out / "latest.json", "--data", tiny)
+    assert result.exit_code == 0, result.output
+    for text in ("GPT-2-1.5B", "BERT-large", "bound", "placed", "queued", "makespan"):
+        assert text in result.output
+    assert (out / "latest.png").read_bytes().startswith(PNG)
+    elsewhere = tiny / "plots" / "costs.png"
+    result = invoke("evaluate", out / "latest.json", "--data", tiny, "--plot", elsewhere)
+    assert result.exit_code == 0, result.output
+    assert elsewhere.read_bytes().startswith(PNG)
+
+
+def test_evaluate_malformed_file_names_the_field(tiny: Path, jobs_file: Path, params: Path) -> None:
+    out = assigned(tiny, jobs_file, params, "B")
+    doc = json.loads((out / "latest.json").read_text())
+    doc["jobs"][0]["replicas"][0]["stages"][1]["layer_start"] += 1
+    bad = out / "bad.json"
+    bad.write_text(json.dumps(doc))
+    result = invoke("evaluate", bad, "--data", tiny)
+    assert result.exit_code == 2
+    assert "bad.json" in result.output and "placements.coverage" in result.output
+    assert "GPT-2-1.5B" in result.output and "stages[1]" in result.output
+    assert not bad.with_suffix(".png").exists()
+
+
+def _concurrent_file(tiny: Path, tmp_path: Path) -> Path:
+    """Placements with GPT-2 on Beijing (0–2) and BERT on Tokyo (3–5), made with the planner."""
+    from hulk import pipeline
+    from hulk import placements as pl
+    from hulk.assign import makespan, placed
+    from hulk.planner import plan_job
+    from hulk.settings import Settings
+
+    settings = Settings()
+    fleet, _, _ = pipeline.load_fleet(tiny, settings)
+    gpt, bert = preset_jobs(["GPT-2-1.5B", "BERT-large"])
+    placements = []
+    for job, nodes in ((gpt, [0, 1, 2]), (bert, [3, 4, 5])):
+        plan, cost = plan_job(job, fleet, nodes, settings.planner)
+        placements.append(placed(job, fleet, plan, cost))
+    doc = pl.build_document(
+        placements,
+        fleet,
+        pl.fleet_info(fleet, tiny / "links.parquet"),
+        strategy="teacher",
+        schedule=pl.CONCURRENT,
+        makespan_s=makespan(placements, "teacher"),
+        seed=7,
+    )
+    return pl.write_placements(doc, tmp_path / "placements")
+
+
+def test_replan_moves_only_the_job_on_the_failed_machine(tiny: Path, tmp_path: Path) -> None:
+    path = _concurrent_file(tiny, tmp_path)
+    before = json.loads(path.read_text())
+    lost = before["jobs"][0]["nodes"][0]
+    result = invoke("replan", "--data", tiny, "--placements", path, "--fail", lost)
+    assert result.exit_code == 0, result.output
+    assert "GPT-2-1.5B" in result.output.split("placements (")[0]  # in the moves table
+    after = json.loads((path.parent / "latest.json").read_text())
+    assert after["run_id"] != before["run_id"] and path.exists()
+    assert after["replan"]["from"] == before["run_id"] and after["replan"]["failed"] == [lost]
+    assert [m["job"] for m in after["replan"]["moves"]] == ["GPT-2-1.5B"]
+    assert lost not in after["jobs"][0]["nodes"] and after["jobs"][0]["status"] == "placed"
+    keep = ("job", "status", "reason", "nodes", "replicas")
+    assert {k: after["jobs"][1][k] for k in keep} == {k: before["jobs"][1][k] for k in keep}
+    assert after["jobs"][1]["estimate"] == before["jobs"][1]["estimate"]
+
+
+def test_replan_with_added_machines(tiny: Path, tmp_path: Path) -> None:
+    path = _concurrent_file(tiny, tmp_path)
+    nodes = tmp_path / "new_nodes.csv"
+    nodes.write_text("node,City,Capability,Memory\n9,Tokyo,8.0,320\n")
+    edges = tmp_path / "new_edges.txt"
+    edges.write_text("9 3 1.0\n9 4 1.0\n9 0 40\n")
+    result = invoke(
+        "replan", "--data", tiny, "--placements", path, "--fail", "3",
+        "--add-nodes", nodes, "--add-edges", edges,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    after = json.loads((path.parent / "latest.json").read_text())
+    assert after["replan"]["added_nodes"] == [9] and after["fleet"]["nodes"] == 6
+    assert after["jobs"][1]["status"] == "placed" and 3 not in after["jobs"][1]["nodes"]
+
+
+def test_machines_lost_earlier_in_a_chain_stay_lost(tiny: Path, tmp_path: Path) -> None:
+    path = _concurrent_file(tiny, tmp_path)
+    latest = path.parent / "latest.json"
+    assert invoke("replan", "--data", tiny, "--placements", path, "--fail", "0").exit_code == 0
+    result = invoke("replan", "--data", tiny, "--placements", latest, "--fail", "3")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(latest.read_text())
+    assert doc["replan"]["failed"] == [0, 3] and doc["replan"]["failed_now"] == [3]
+    assert doc["fleet"]["nodes"] == 4
+    assert not {0, 3} & {n for j in doc["jobs"] for n in j["nodes"]}
+    result = invoke("evaluate", latest, "--data", tiny)
+    assert result.exit_code == 0, result.output
+    assert "differs" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("fail", "mention"),
+    [("3,42", "--fail: node id(s) [42]"), ("3,x", "--fail: 'x' is not a node id")],
+)
+def test_replan_bad_failed_machine_writes_nothing(
+    tiny: Path, tmp_path: Path, fail: str, mention: str
+) -> None:
+    path = _concurrent_file(tiny, tmp_path)
+    listing = sorted(p.name for p in path.parent.iterdir())
+    latest = (path.parent / "latest.json").read_bytes()
+    result = invoke("replan", "--data", tiny, "--placements", path, "--fail", fail)
+    assert result.exit_code == 2
+    assert mention in result.output
+    assert sorted(p.name for p in path.parent.iterdir()) == listing
+    assert (path.parent / "latest.json").read_bytes() == latest
+
+
+def test_replan_added_node_clashing_with_the_fleet(tiny: Path, tmp_path: Path) -> None:
+    path = _concurrent_file(tiny, tmp_path)
+    nodes = tmp_path / "new_nodes.csv"
+    nodes.write_text("node,City,Capability,Memory\n2,Tokyo,8.0,320\n")
+    edges = tmp_path / "new_edges.txt"
+    edges.write_text("2 3 1.0\n")
+    result = invoke(
+        "replan", "--data", tiny, "--placements", path, "--add-nodes", nodes, "--add-edges", edges
+    )
+    assert result.exit_code == 2
+    assert "new_nodes.csv" in result.output and "replan.duplicate_node" in result.output
+
+
+@needs_teacher
+def test_assign_with_the_teacher(tiny: Path, jobs_file: Path, params: Path) -> None:
+    out = assigned(tiny, jobs_file, params, "teacher")
+    doc = json.loads((out / "latest.json").read_text())
+    assert doc["strategy"] == "teacher" and doc["schedule"] == "concurrent"
+    placed = [j for j in doc["jobs"] if j["status"] == "placed"]
+    assert placed
+    used = [n for j in placed for n in j["nodes"]]
+    assert len(used) == len(set(used))
+    assert invoke("evaluate", out / "latest.json", "--data", tiny).exit_code == 0
+
+
+# --- the paper's fleet ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def paper(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """hulk-47 imported once with `hulk import-hulk` (skips when ../shared is absent)."""
+    if not (HULK47 / "node_feature.csv").exists():
+        pytest.skip(f"the paper's fleet is not at {HULK47}")
+    out = tmp_path_factory.mktemp("hulk47") / "data"
+    result = invoke(
+        "import-hulk", "--nodes", HULK47 / "node_feature.csv", "--edges", HULK47 / "edge.txt",
+        "--out", out,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    jobs = out.parent / "jobs.yaml"
+    jobs.write_text(dump_jobs(preset_jobs(PAPER_MIX_4)))
+    return out
+
+
+@pytest.mark.parametrize("system", ["A", "B", "C"])
+def test_hulk47_baselines_assign_and_evaluate(paper: Path, system: str) -> None:
+    out = paper.parent / f"placements-{system}"
+    result = invoke(
+        "assign", "--data", paper, "--jobs", paper.parent / "jobs.yaml", "--strategy", system,
+        "--out", out,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    doc = json.loads((out / "latest.json").read_text())
+    assert doc["fleet"]["nodes"] == 47
+    statuses = {j["job"]: j["status"] for j in doc["jobs"]}
+    if system == "A":  # no machine holds OPT-175B's 2800 GB
+        assert statuses["OPT-175B"] == "infeasible"
+    else:
+        assert statuses["OPT-175B"] == "placed"
+    assert sum(s == "placed" for s in statuses.values()) == 1
+    result = invoke("evaluate", out / "latest.json", "--data", paper)
+    assert result.exit_code == 0, result.output
+    assert (out / "latest.png").read_bytes().startswith(PNG)
+
+
+def test_hulk47_replan_of_a_whole_fleet_system(paper: Path) -> None:
+    out = paper.parent / "placements-replan"
+    jobs = paper.parent / "jobs.yaml"
+    result = invoke("assign", "--data", paper, "--jobs", jobs, "--strategy", "B", "--out", out)
+    assert result.exit_code == 0, result.output
+    result = invoke("replan", "--data", paper, "--placements", out / "latest.json", "--fail", "0,1")
+    assert result.exit_code == 0, result.output
+    doc = json.loads((out / "latest.json").read_text())
+    assert doc["fleet"]["nodes"] == 45
+    assert not {0, 1} & {n for j in doc["jobs"] for n in j["nodes"]}
+    assert doc["replan"]["moves"][0]["nodes_removed"] == [0, 1]
+
+
+@needs_teacher
+def test_hulk47_teacher_assign_evaluate_replan(paper: Path, tmp_path: Path) -> None:
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(FAST))
+    out = paper.parent / "placements-teacher"
+    jobs = paper.parent / "jobs.yaml"
+    result = invoke(
+        "--params", params, "assign", "--data", paper, "--jobs", jobs, "--out", out
+    )  # the default strategy: teacher
+    assert result.exit_code == 0, result.output
+    doc = json.loads((out / "latest.json").read_text())
+    assert doc["strategy"] == "teacher"
+    assert invoke("evaluate", out / "latest.json", "--data", paper).exit_code == 0
+    placed = [j for j in doc["jobs"] if j["status"] == "placed"]
+    lost = placed[0]["nodes"][0]
+    result = invoke(
+        "--params", params, "replan", "--data", paper, "--placements", out / "latest.json",
+        "--fail", lost,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    after = json.loads((out / "latest.json").read_text())
+    moved = {m["job"] for m in after["replan"]["moves"]}
+    assert placed[0]["job"] in moved
+    for before_job, after_job in zip(doc["jobs"], after["jobs"], strict=True):
+        if before_job["job"] not in moved:
+            assert after_job["nodes"] == before_job["nodes"]
+            assert after_job["replicas"] == before_job["replicas"]
