@@ -216,7 +216,8 @@ def run(
     ctx: typer.Context,
     data: Annotated[Path | None, typer.Option(help="Data folder (params: data_dir).")] = None,
 ) -> None:
-    """The main job on the embedded default data: generate → validate → ingest → graph."""
+    """The main job on the embedded default data: generate → validate → ingest → graph →
+    assign (params: assign.strategy) → evaluate."""
     settings = _settings(ctx)
     data = data or settings.data_dir
     total = time.perf_counter()
@@ -234,6 +235,14 @@ def run(
     started = time.perf_counter()
     result = pipeline.graph(data, settings)
     report(result, "fleet graph", started)
+    started = time.perf_counter()
+    placements_dir = data / "placements"
+    result = pipeline.assign(data, settings, out_dir=placements_dir)
+    _print_assignment(result, started)
+    started = time.perf_counter()
+    latest = placements_dir / "latest.json"
+    result = pipeline.evaluate(latest, data, settings)
+    _print_evaluation(result, latest, started)
     out.print(f"\nDone in {time.perf_counter() - total:.0f} s. Where to look:")
     for label, path in (
         ("inventory", data / "machines.csv"),
@@ -242,6 +251,8 @@ def run(
         ("validation", data / "validation" / "report.json"),
         ("data docs", data / "validation" / "docs" / "index.html"),
         ("fleet graph", data / "graph" / "snapshot.json"),
+        ("placements", latest),
+        ("cost plot", latest.with_suffix(".png")),
     ):
         out.print(f"    {label:<14} {escape(str(path))}")
 
@@ -326,8 +337,6 @@ def assign(
     seed: Annotated[int | None, typer.Option(help="Random seed (params: seed).")] = None,
 ) -> None:
     """Place the jobs on the fleet; write DIR/<run-id>.json and DIR/latest.json."""
-    from hulk.assign import schedule_of
-
     settings = _settings(ctx)
     started = time.perf_counter()
     result = pipeline.assign(
@@ -338,6 +347,12 @@ def assign(
         out_dir=out_dir,
         seed=seed,
     )
+    _print_assignment(result, started)
+
+
+def _print_assignment(result: pipeline.StepResult, started: float) -> None:
+    from hulk.assign import schedule_of
+
     summary = result.summary
     out.print(_placements_table(summary["jobs"], f"placements ({summary['strategy']})"))
     _reasons(summary["jobs"])
@@ -365,6 +380,10 @@ def evaluate(
     started = time.perf_counter()
     file = file or settings.assign.placements_dir / LATEST
     result = pipeline.evaluate(file, data or settings.data_dir, settings, plot=plot)
+    _print_evaluation(result, file, started)
+
+
+def _print_evaluation(result: pipeline.StepResult, file: Path, started: float) -> None:
     summary = result.summary
     title = f"{file.name}: strategy {summary['strategy']}, {summary['schedule']}"
     out.print(_placements_table(summary["jobs"], title, times=False))

@@ -65,6 +65,10 @@ def test_run_chains_every_step(tmp_path: Path, params: Path) -> None:
         pd.read_parquet(data / "links.parquet")
     )
     assert "Where to look" in result.output
+    latest = json.loads((data / "placements" / "latest.json").read_text())
+    assert latest["schema"] == "hulk.placements/v1" and latest["strategy"] == "teacher"
+    assert {job["status"] for job in latest["jobs"]} == {"placed"}
+    assert (data / "placements" / "latest.png").exists()
 
 
 def test_steps_one_by_one_and_ingest_reuses_validation(generated: Path, params: Path) -> None:
