@@ -44,12 +44,16 @@ minimising the sum of the job's boundary times ``c = 2 (α + activation / β)``)
   columns' slowest compute and smallest memory, so each gradient ring stays within a column;
   ``dp`` — plain data parallelism on the D fastest machines that hold the whole model.
 
-Layouts are built first and timed cheapest pipeline first: a layout whose pipeline alone is no
-faster than the best so far is never synchronised, and gradient rings (`hulk.cost.ring_order`,
-cached per fleet) are ordered only while cheap lower bounds say the layout can still win. The
-best layout is then improved greedily for up to `prune_rounds` rounds: drop one of the
-`prune_candidates` weakest machines, an endpoint of a pipeline's slowest boundary, the unused
-machines or a whole site; re-order the machines in use; or change D by one.
+Every candidate set is screened with its ``single`` layouts (sum path) and ``dp``; the
+`full_sets` best by pipeline time and half as many by data-parallel time get the other
+layouts. Layouts are built first and timed cheapest pipeline first: a layout whose pipeline
+alone is no faster than the best so far is never synchronised, and gradient rings
+(`hulk.cost.ring_order`, cached per fleet) are ordered only while cheap lower bounds say the
+layout can still win. The best layout is then improved greedily for up to `prune_rounds`
+rounds: drop one of the `prune_candidates` weakest machines, an endpoint of a pipeline's
+slowest boundary, the unused machines or a whole site; re-order the machines in use (sum path,
+bottleneck path, and the path whose entry and exit machines per site are chosen by a dynamic
+programme for the best hops between sites); or change D by one.
 
 Deterministic: no randomness; ties go to the lower machine index. Cost: about 5–20 ms for a
 20-machine set of the paper's fleet, tens of milliseconds for sets of hundreds of machines.
@@ -227,7 +231,9 @@ class _Ctx:
         self.evaluations += 1
         m = micro_batches(job, len(layout.replicas))
         lengths = {len(nodes) for nodes in layout.replicas}
-        if len(lengths) == 1:
+        if len(layout.replicas) == 1:
+            groups = [(layout.replicas[0][None, :], layout.splits[0][None, :])]
+        elif len(lengths) == 1:
             groups = [(np.stack(layout.replicas), np.stack(layout.splits))]
         else:
             groups = [
@@ -271,7 +277,7 @@ class _Ctx:
             holders = np.stack(
                 [
                     r[np.searchsorted(e, starts, side="right")]
-                    for r, e in zip(layout.replicas, ends, strict=False)
+                    for r, e in zip(layout.replicas, ends, strict=True)
                 ],
                 axis=1,
             )
@@ -286,22 +292,20 @@ class _Ctx:
             if float(lower.max()) >= budget:
                 return math.inf
             worst = 0.0
-            for k in np.argsort(-lower, kind="stable"):
-                if lower[k] <= worst:
-                    break
+            for k in np.argsort(-lower, kind="stable"):  # likeliest to exceed the budget first
                 alpha, beta = ring_bottleneck(self.fleet, holders[k].tolist())
                 worst = max(worst, scale_a * alpha + scale_b * sizes[k] / beta)
                 if worst >= budget:
                     return math.inf
             return worst
         busy_lb: dict[int, float] = {}
-        for row, sec in zip(holders.tolist(), lower.tolist(), strict=False):
+        for row, sec in zip(holders.tolist(), lower.tolist(), strict=True):
             for node in row:
                 busy_lb[node] = busy_lb.get(node, 0.0) + sec
         if max(busy_lb.values()) >= budget:
             return math.inf
         busy: dict[int, float] = {}
-        for row, size in zip(holders.tolist(), sizes.tolist(), strict=False):
+        for row, size in zip(holders.tolist(), sizes.tolist(), strict=True):
             alpha, beta = ring_bottleneck(self.fleet, row)
             sec = scale_a * alpha + scale_b * size / beta
             for node in row:
@@ -474,10 +478,12 @@ def _open_path(cost: np.ndarray) -> np.ndarray:
     allowed = positions[None, :] > positions[:, None] + 1
     allowed[0, size - 1] = False
     tolerance = 1e-12 * big
+    ring = np.empty(size + 1, np.int64)
     for _ in range(10 * size + 100):
-        nxt = np.roll(tour, -1)
-        edge = full[tour, nxt]
-        gain = edge[:, None] + edge[None, :] - full[np.ix_(tour, tour)] - full[np.ix_(nxt, nxt)]
+        ring[:size], ring[size] = tour, tour[0]
+        sub = full[np.ix_(ring, ring)]  # sub[i, j]: tour[i] to tour[j], cyclically
+        edge = np.diagonal(sub, 1)
+        gain = edge[:, None] + edge[None, :] - sub[:-1, :-1] - sub[1:, 1:]
         gain[~allowed] = 0.0
         best = int(np.argmax(gain))
         if gain.flat[best] <= tolerance:
@@ -633,18 +639,40 @@ def _fastest_prefixes(ctx: _Ctx, order: np.ndarray) -> list[tuple[int, ...]]:
 
 
 def _search(ctx: _Ctx, pool: np.ndarray) -> _Best:
+    """Screen every candidate set with one pipeline on its fastest machines and with plain data
+    parallelism, lay out the most promising sets every way (the `full_sets` best by pipeline,
+    half as many by data parallelism), then improve the best layout (module docstring)."""
     best = _Best()
-    recipes: list[_Recipe] = []
-    for nodes in _candidate_sets(ctx, pool):
+    screened = []
+    for position, nodes in enumerate(_candidate_sets(ctx, pool)):
         path = ctx.path(nodes)
         order = tuple(path.tolist())
-        recipes += [_Recipe(prefix, "single", 1) for prefix in _fastest_prefixes(ctx, path)]
+        single, plain = _Best(), _Best()
+        _evaluate(ctx, [_Recipe(p, "single", 1) for p in _fastest_prefixes(ctx, path)], single)
+        dp = [_Recipe(order, "dp", d) for d in ctx.replica_counts(nodes) if d > 1]
+        _evaluate(ctx, dp, plain)
+        for quick in (single, plain):
+            if quick.seconds < best.seconds:
+                best.seconds, best.layout, best.recipe = quick.seconds, quick.layout, quick.recipe
+        bound = ctx.job.flops_per_iteration / float(ctx.fleet.compute_flops[nodes].sum())
+        screened.append((single.seconds, plain.seconds, bound, position, nodes, path))
+    # The most promising sets by pipeline time, and half as many by data-parallel time.
+    keep = ctx.settings.full_sets
+    chosen = sorted(screened, key=lambda e: (e[0], e[2], e[3]))[:keep]
+    chosen += sorted(screened, key=lambda e: (e[1], e[2], e[3]))[: keep // 2]
+    recipes: list[_Recipe] = []
+    done: set[int] = set()
+    for _, _, bound, position, nodes, path in chosen:
+        if position in done or bound >= best.seconds:
+            continue
+        done.add(position)
+        order = tuple(path.tolist())
         if len(nodes) > 3:
             narrow = ctx.path(nodes, bottleneck=True)
             recipes += [_Recipe(p, "single", 1) for p in _fastest_prefixes(ctx, narrow)]
         for d in ctx.replica_counts(nodes):
             if d > 1:
-                recipes += [_Recipe(order, kind, d) for kind in ("chunks", "columns", "dp")]
+                recipes += [_Recipe(order, kind, d) for kind in ("chunks", "columns")]
     _evaluate(ctx, recipes, best)
     if best.recipe is None:
         return best
@@ -653,6 +681,63 @@ def _search(ctx: _Ctx, pool: np.ndarray) -> _Best:
         if not _evaluate(ctx, _prune_moves(ctx, best.recipe, best.layout, sites), best):
             break
     return best
+
+
+def _polish_path(ctx: _Ctx, path: np.ndarray, sites: np.ndarray) -> np.ndarray:
+    """`path` with the machines where it enters and leaves each site chosen for the best hops.
+
+    The path is cut into blocks of consecutive machines of one site; keeping the order of the
+    blocks, a dynamic programme over blocks picks each block's entry and exit machines to
+    minimise the slowest hop between blocks, then the sum of those hops (the hops inside a
+    site are about equal, so they are left as they are).
+    """
+    fleet, job = ctx.fleet, ctx.job
+    labels = sites[path]
+    starts = np.flatnonzero(np.concatenate([[True], labels[1:] != labels[:-1]]))
+    blocks = np.split(path, starts[1:])
+    if len(blocks) < 2:
+        return path
+
+    def hop(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        lat = fleet.latency_s[np.ix_(a, b)]
+        return 2.0 * (lat + job.activation_bytes / fleet.bandwidth_Bps[np.ix_(a, b)])
+
+    # State per exit machine of the current block: (slowest hop, sum of hops, back-pointer).
+    first = blocks[0]
+    worst = np.zeros(len(first))
+    total = np.zeros(len(first))
+    choices: list[tuple[np.ndarray, np.ndarray]] = []  # per block: (entry per exit, prev exit)
+    for block in blocks[1:]:
+        c = hop(blocks[len(choices)], block)  # (previous exits, entries)
+        new_worst = np.maximum(worst[:, None], c)
+        key = new_worst * (1.0 + 1e-9) + (total[:, None] + c) * 1e-12
+        prev = np.argmin(np.where(np.isfinite(key), key, np.inf), axis=0)  # per entry
+        cols = np.arange(len(block))
+        entry_worst, entry_total = new_worst[prev, cols], total[prev] + c[prev, cols]
+        # Exit x from entry e ≠ x (e = x for a one-machine block).
+        score = entry_worst + entry_total * 1e-12 / (1.0 + 1e-9)
+        if len(block) == 1:
+            entry = np.zeros(1, np.int64)
+        else:
+            order = np.argsort(score, kind="stable")
+            entry = np.where(cols == order[0], order[1], order[0])
+        worst, total = entry_worst[entry], entry_total[entry]
+        choices.append((entry, prev[entry]))
+    # Walk back from the best exit of the last block.
+    exit_ = int(np.argmin(worst * (1.0 + 1e-9) + total * 1e-12))
+    pieces = []
+    for index in range(len(blocks) - 1, 0, -1):
+        block = blocks[index]
+        entry_of, prev_of = choices[index - 1]
+        entry = int(entry_of[exit_])
+        middle = [int(v) for k, v in enumerate(block) if k not in (entry, exit_)]
+        pieces.append(
+            [int(block[entry]), *middle] + ([int(block[exit_])] if exit_ != entry else [])
+        )
+        exit_ = int(prev_of[exit_])
+    block = blocks[0]
+    pieces.append([int(v) for k, v in enumerate(block) if k != exit_] + [int(block[exit_])])
+    return np.array([v for piece in reversed(pieces) for v in piece], np.int64)
 
 
 def _prune_moves(ctx: _Ctx, recipe: _Recipe, layout: _Layout, sites: np.ndarray) -> list[_Recipe]:
@@ -692,6 +777,9 @@ def _prune_moves(ctx: _Ctx, recipe: _Recipe, layout: _Layout, sites: np.ndarray)
         for bottleneck in (False, True):
             path = tuple(ctx.path(np.sort(used), bottleneck).tolist())
             variants.append(_Recipe(path, kind, recipe.replicas))
+        if recipe.replicas == 1:
+            polished = _polish_path(ctx, layout.replicas[0], sites)
+            variants.append(_Recipe(tuple(polished.tolist()), "single", 1))
     for d in (recipe.replicas - 1, recipe.replicas + 1):
         if 1 <= d <= min(len(order), ctx.settings.max_replicas):
             kind = "single" if d == 1 else ("chunks" if recipe.kind == "single" else recipe.kind)

@@ -157,14 +157,16 @@ class PlannerSettings(Section):
 
     # Machines whose pairwise latency stays within this form one "site" (complete linkage).
     site_latency_ms: PositiveFloat = 20.0
-    # Largest machine set searched at once; larger sets are cut into site windows of this size.
+    # Largest machine set searched at once; larger sets are searched in windows this size.
     max_pool: PositiveInt = 48
-    # Strongest sites from which candidate windows (nearest sites added one by one) grow.
+    # Sites (most compute) and seed machines (most compute nearby) candidate windows grow from.
     seed_sites: PositiveInt = 3
     # Most sites in one grown window.
     window_sites: PositiveInt = 8
-    # Windows grown machine by machine from a seed grow by this factor (2: 4, 8, 16 …).
+    # Windows grown machine by machine from a seed grow by this factor (and end at latency jumps).
     window_growth: Annotated[float, Field(gt=1)] = 4.0
+    # Candidate sets laid out every way (the best after a quick one-pipeline screening).
+    full_sets: PositiveInt = 8
     # Data-parallel degrees tried per candidate set (spread geometrically up to max_replicas).
     replica_candidates: PositiveInt = 5
     max_replicas: PositiveInt = 64
@@ -182,6 +184,8 @@ class TeacherSettings(Section):
     time_budget_s: PositiveFloat = 60.0
     # Random assignments tried beside the structured starting points.
     random_starts: Annotated[int, Field(ge=0)] = 2
+    # Sites (most free compute first) each job is planned on in the best-site start.
+    site_starts: Annotated[int, Field(ge=0)] = 16
     # Probability that a move works on the slowest job (else a random placed job).
     bottleneck_bias: Fraction = 0.7
     # A machine given to a job is drawn from the nearest machines (by latency) of its members.
@@ -191,6 +195,10 @@ class TeacherSettings(Section):
     site_share: Fraction = 0.15
     # Simulated annealing: initial temperature as a fraction of the makespan (0: descent only).
     temperature: Annotated[float, Field(ge=0)] = 0.0
+    # Restart from the best after this many evaluations without a new best, with this many
+    # random moves taken unconditionally (iterated local search).
+    restart_after: PositiveInt = 150
+    kick_moves: PositiveInt = 3
 
 
 class AssignSettings(Section):

@@ -21,6 +21,8 @@ starts from the best of:
 
 * ``greedy-plan`` — jobs in decreasing work (FLOPs per iteration); each is planned on every
   machine still free and keeps the machines its plan uses (the planner picks the best region);
+* ``best-site`` — the same, each job keeping the best of that plan and its plans on each of the
+  `site_starts` free sites of most compute that can hold it;
 * ``share`` — each job grows a region from the free site of most compute, adding the nearest
   sites machine by machine (fastest first) until it holds its memory and its share of the
   fleet's compute (proportional to its work);
@@ -39,8 +41,10 @@ of a random machine of b, taken from its owner or the idle pool; swap a machine 
 a machine (share `swap_share`); or move that machine's whole site to b (share `site_share`).
 A move is kept when it lowers (makespan, sum) — or, with `temperature` > 0, by simulated
 annealing on the makespan — and the machines the jobs' plans leave unused are then released to
-the idle pool whenever that does not slow those jobs. Planner results are cached by (job,
-machine set), so revisited groups cost nothing.
+the idle pool whenever that does not slow those jobs. After `restart_after` evaluations without
+a new best the search restarts from the best with `kick_moves` random moves taken whatever they
+cost (iterated local search). Planner results are cached by (job, machine set), so revisited
+groups cost nothing but their evaluation.
 
 **Stopping and determinism.** Every assignment whose jobs are (re)planned counts as one
 evaluation, the starting points included. The search stops after `max_evaluations` evaluations
@@ -357,15 +361,33 @@ def _grow(
                 return True
 
 
-def _start_greedy_plan(search: _Search, admitted: Sequence[int]) -> np.ndarray | None:
+def _start_greedy_plan(
+    search: _Search, admitted: Sequence[int], per_site: bool = False
+) -> np.ndarray | None:
+    """Jobs in decreasing work each keep the machines of their plan on the free machines (or,
+    `per_site`, of the best of that plan and the plans on each of the `site_starts` free sites
+    of most compute that can hold the job)."""
     labels = np.full(search.fleet.n, IDLE, np.int64)
     order = _by_work(search, admitted)
     for position, j in enumerate(order):
         free = search.active[labels[search.active] == IDLE]
-        plan, _ = search.plan(j, free) if len(free) else (None, None)
-        if plan is None:
+        if not len(free):
             return None
-        used = np.array(plan.nodes, np.int64)
+        candidates = [free]
+        if per_site:
+            sites = search.sites[free]
+            groups = [free[sites == site] for site in np.unique(sites)]
+            groups = [g for g in groups if search.holds(j, g)]
+            groups.sort(key=lambda g: (-float(search.compute[g].sum()), int(g[0])))
+            candidates += groups[: search.settings.site_starts]
+        best_plan, best_time = None, math.inf
+        for group in candidates:
+            plan, cost = search.plan(j, group)
+            if plan is not None and cost.iteration_s < best_time * (1 - _TOLERANCE):
+                best_plan, best_time = plan, cost.iteration_s
+        if best_plan is None:
+            return None
+        used = np.array(best_plan.nodes, np.int64)
         later = sum(search.jobs[k].min_memory_bytes for k in order[position + 1 :])
         if float(search.memory[free].sum() - search.memory[used].sum()) < later:
             return None
@@ -447,12 +469,14 @@ def _fill_leftovers(search: _Search, state: _State, admitted: Sequence[int]) -> 
 
 
 def _propose(
-    search: _Search, state: _State, admitted: Sequence[int]
+    search: _Search, state: _State, admitted: Sequence[int], bias: bool = True
 ) -> tuple[np.ndarray, list[int]] | None:
-    """A neighbouring assignment and the jobs whose groups it changes (None: no move)."""
+    """A neighbouring assignment and the jobs whose groups it changes (None: no move).
+
+    With `bias`, the move works on the slowest job with probability `bottleneck_bias`."""
     rng, settings = search.rng, search.settings
     labels = state.labels
-    if rng.random() < settings.bottleneck_bias:
+    if bias and rng.random() < settings.bottleneck_bias:
         times = [state.costs[j].iteration_s for j in admitted]
         b = admitted[int(np.argmax(times))]
     else:
@@ -487,29 +511,39 @@ def _propose(
 
 
 def _local_search(search: _Search, state: _State, admitted: Sequence[int]) -> _State:
-    best = state
-    current = state
-    temperature = search.settings.temperature
+    """Descent (or annealing) from `state`; after `restart_after` evaluations without a new
+    best, restart from the best with `kick_moves` random moves taken unconditionally."""
+    best = current = state
+    settings = search.settings
+    last_best = search.evaluations
     while True:
-        proposal = _propose(search, current, admitted)
-        if proposal is None:
-            return best
-        labels, changed = proposal
-        changed = [j for j in dict.fromkeys(changed) if j != IDLE]
-        try:
-            candidate = search.evaluate(labels, admitted, current, changed)
-        except _Stop:
-            return best
-        new_key, old_key = candidate.key(admitted), current.key(admitted)
-        accept = _less(new_key, old_key)
-        if not accept and temperature > 0 and new_key[0] == old_key[0]:
-            progress = search.evaluations / search.settings.max_evaluations
-            scale = temperature * max(old_key[1], 1e-12) * max(1.0 - progress, 1e-3)
-            accept = search.rng.random() < math.exp(-(new_key[1] - old_key[1]) / scale)
-        if accept:
-            current = search.release_unused(candidate, changed)
-            if _less(current.key(admitted), best.key(admitted)):
-                best = current.copy()
+        kick = search.evaluations - last_best >= settings.restart_after
+        if kick:
+            current, last_best = best.copy(), search.evaluations
+        for _ in range(settings.kick_moves if kick else 1):
+            proposal = _propose(search, current, admitted, bias=not kick)
+            if proposal is None:
+                return best
+            labels, changed = proposal
+            changed = [j for j in dict.fromkeys(changed) if j != IDLE]
+            try:
+                candidate = search.evaluate(labels, admitted, current, changed)
+            except _Stop:
+                return best
+            new_key, old_key = candidate.key(admitted), current.key(admitted)
+            if kick:
+                accept = new_key[0] == 0
+            else:
+                accept = _less(new_key, old_key)
+                if not accept and settings.temperature > 0 and new_key[0] == old_key[0]:
+                    progress = search.evaluations / settings.max_evaluations
+                    scale = settings.temperature * max(old_key[1], 1e-12)
+                    scale *= max(1.0 - progress, 1e-3)
+                    accept = search.rng.random() < math.exp(-(new_key[1] - old_key[1]) / scale)
+            if accept:
+                current = search.release_unused(candidate, changed)
+                if _less(current.key(admitted), best.key(admitted)):
+                    best, last_best = current.copy(), search.evaluations
 
 
 # --- the entry point --------------------------------------------------------------------------
@@ -556,6 +590,7 @@ def _best_start(search: _Search, admitted: list[int]) -> tuple[_State | None, st
     when the budget is spent, so that there is always a result."""
     builders: list[tuple[str, Callable[[], np.ndarray | None]]] = [
         ("greedy-plan", lambda: _start_greedy_plan(search, admitted)),
+        ("best-site", lambda: _start_greedy_plan(search, admitted, per_site=True)),
         ("share", lambda: _start_grown(search, admitted, share=True)),
         ("need", lambda: _start_grown(search, admitted, share=False)),
         ("speed", lambda: _start_speed(search, admitted)),

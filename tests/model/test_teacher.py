@@ -1,0 +1,158 @@
+"""The teacher search (hulk.teacher): determinism, constraints, queueing, the paper's fleet."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hulk.baselines import baselines
+from hulk.cost import Fleet, check_plan, iteration_time
+from hulk.errors import InputError
+from hulk.importer import import_hulk
+from hulk.jobs import PAPER_MIX_4, Job, preset_jobs
+from hulk.settings import PlannerSettings, Settings, TeacherSettings
+from hulk.teacher import IDLE, TeacherResult, never_fits, teacher_search
+
+PLANNER = PlannerSettings()
+FAST = TeacherSettings(max_evaluations=150, random_starts=1)
+
+
+def city_fleet(cities: int = 3, per_city: int = 4, drained: tuple[int, ...] = ()) -> Fleet:
+    """`cities` × `per_city` machines of 2 GB; 1 ms / 10 GB/s in a city, 50 ms / 0.1 GB/s
+    between cities; the first machine of every city is 4× faster."""
+    n = cities * per_city
+    city = np.repeat(np.arange(cities), per_city)
+    i, j = np.triu_indices(n, 1)
+    same = city[i] == city[j]
+    flops = np.where(np.arange(n) % per_city == 0, 4e14, 1e14)
+    active = np.ones(n, bool)
+    active[list(drained)] = False
+    return Fleet.from_arrays(
+        np.arange(n),
+        flops,
+        np.full(n, 2e9),
+        active,
+        i,
+        j,
+        np.where(same, 0.001, 0.05),
+        np.where(same, 1e10, 1e8),
+    )
+
+
+# 0.1B parameters (1.6 GB: one machine each), 0.3B (4.8 GB: three machines).
+SMALL = Job("small", 0.1, 4, 1000, 1000, 64, 2)
+BIG = Job("big", 0.3, 12, 1000, 1000, 64, 2)
+
+
+def check_result(jobs: list[Job], fleet: Fleet, result: TeacherResult) -> None:
+    assert result.labels.shape == (fleet.n,)
+    assert len(result.placements) == len(jobs)
+    seen: set[int] = set()
+    for index, placement in enumerate(result.placements):
+        assert placement.job == jobs[index]
+        if placement.status != "placed":
+            assert placement.plan is None and placement.nodes == () and placement.reason
+            assert not (result.labels == index).any()
+            continue
+        assert placement.plan is not None and placement.reason is None
+        assert check_plan(placement.job, fleet, placement.plan) == []
+        assert iteration_time(placement.job, fleet, placement.plan) == placement.cost
+        nodes = set(placement.nodes)
+        assert nodes == set(placement.plan.nodes)
+        assert nodes == set(np.flatnonzero(result.labels == index).tolist())
+        assert not nodes & seen  # disjoint groups
+        seen |= nodes
+    assert (result.labels[~fleet.active] == IDLE).all()
+    times = [p.cost.iteration_s for p in result.placed]
+    assert result.makespan_s == max(times, default=0.0)
+    assert result.sum_s == pytest.approx(sum(times))
+
+
+def test_deterministic_for_a_seed() -> None:
+    fleet = city_fleet()
+    jobs = [SMALL, BIG, Job("mid", 0.2, 8, 1000, 1000, 64, 2)]
+    first = teacher_search(jobs, fleet, FAST, PLANNER, seed=3)
+    second = teacher_search(jobs, fleet, FAST, PLANNER, seed=3)
+    assert first.stopped_by == "evaluations" and first.evaluations == FAST.max_evaluations
+    assert np.array_equal(first.labels, second.labels)
+    assert first.placements == second.placements
+    assert (first.makespan_s, first.sum_s, first.evaluations) == (
+        second.makespan_s,
+        second.sum_s,
+        second.evaluations,
+    )
+    check_result(jobs, fleet, first)
+
+
+def test_jobs_get_disjoint_machines_and_drained_ones_stay_idle() -> None:
+    fleet = city_fleet(drained=(0, 5))  # two of the fast machines are drained
+    jobs = [SMALL, BIG, Job("mid", 0.2, 8, 1000, 1000, 64, 2)]
+    result = teacher_search(jobs, fleet, FAST, PLANNER, seed=1)
+    check_result(jobs, fleet, result)
+    assert all(p.status == "placed" for p in result.placements)
+    assert result.labels[0] == IDLE and result.labels[5] == IDLE
+    # Each job stays in one city: crossing cities costs far more than it gains.
+    city = np.arange(fleet.n) // 4
+    for placement in result.placements:
+        assert len({city[n] for n in placement.nodes}) == 1, placement
+
+
+def test_a_job_too_big_for_the_fleet_is_an_input_error() -> None:
+    fleet = city_fleet()  # 12 machines × 2 GB = 24 GB
+    huge = Job("Huge-1T", 2.0, 8, 1000, 1000, 64, 2)  # 32 GB
+    assert "Huge-1T" in never_fits([SMALL, huge], fleet)[1]
+    with pytest.raises(InputError, match=r"Huge-1T needs 32 GB .* 24 GB .*8 GB short"):
+        teacher_search([SMALL, huge], fleet, FAST, PLANNER, seed=0)
+    # Drained machines do not count.
+    drained = city_fleet(drained=tuple(range(6)))
+    with pytest.raises(InputError, match=r"big2 needs 16 GB .* 12 GB .*4 GB short"):
+        teacher_search([Job("big2", 1.0, 8, 1000, 1000, 64, 2)], drained, FAST, PLANNER, seed=0)
+
+
+def test_a_job_that_does_not_fit_next_to_another_is_queued() -> None:
+    fleet = city_fleet()  # 24 GB
+    first = Job("first", 0.875, 28, 1000, 1000, 64, 2)  # 14 GB, 0.5 GB per layer
+    second = Job("second", 0.75, 24, 1000, 1000, 64, 2)  # 12 GB: not both
+    result = teacher_search([second, SMALL, first], fleet, FAST, PLANNER, seed=0)
+    check_result([second, SMALL, first], fleet, result)
+    status = {p.job.name: p.status for p in result.placements}
+    assert status == {"second": "queued", "small": "placed", "first": "placed"}  # larger first
+    reason = result.placements[0].reason
+    assert reason.startswith("needs 12 GB; ") and reason.endswith("free until first finishes")
+    # A higher priority goes first, even when smaller.
+    urgent = Job("second", 0.75, 24, 1000, 1000, 64, 2, priority=1)
+    result = teacher_search([urgent, SMALL, first], fleet, FAST, PLANNER, seed=0)
+    status = {p.job.name: p.status for p in result.placements}
+    assert status == {"second": "placed", "small": "placed", "first": "queued"}
+    assert "until second finishes" in result.placements[2].reason
+
+
+def test_the_time_budget_still_gives_a_result() -> None:
+    fleet = city_fleet()
+    settings = TeacherSettings(max_evaluations=10_000, time_budget_s=1e-6)
+    result = teacher_search([SMALL, BIG], fleet, settings, PLANNER, seed=0)
+    assert result.stopped_by == "time"
+    check_result([SMALL, BIG], fleet, result)
+    assert all(p.status == "placed" for p in result.placements)
+
+
+def test_teacher_beats_the_baselines_on_the_paper_fleet(hulk47: Path) -> None:
+    settings = Settings()
+    imported = import_hulk(hulk47 / "node_feature.csv", hulk47 / "edge.txt")
+    fleet = Fleet.from_frames(
+        imported.inventory, imported.links, settings.hardware, settings.graph.bandwidth_tiers
+    )
+    jobs = preset_jobs(PAPER_MIX_4)
+    result = teacher_search(
+        jobs, fleet, settings.teacher.model_copy(update={"max_evaluations": 300}), PLANNER, 7
+    )
+    check_result(jobs, fleet, result)
+    assert all(p.status == "placed" for p in result.placements)
+    sequential = 0.0
+    for placement in result.placements:
+        best = min(c.iteration_s for c in baselines(placement.job, fleet).values())
+        assert placement.cost.iteration_s <= best, placement.job.name
+        sequential += best
+    assert result.makespan_s * 4 <= sequential
