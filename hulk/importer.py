@@ -141,17 +141,32 @@ def import_hulk(
     Raises `InputError` on a structural problem (see the module docstring).
     """
     validation = validation or ValidateSettings()
-    nodes_path, edges_path = Path(nodes_path), Path(edges_path)
-    inventory, findings = _read_nodes(nodes_path, default_gpu_count)
-    edges = _read_edges(edges_path, set(inventory["node_id"].tolist()))
-    floors = _fiber_floors(inventory, edges, validation.fiber_km_per_ms)
-    links, quarantine, edge_findings = _merge_edges(edges, edges_path, validation, floors)
+    inventory, findings = read_nodes(Path(nodes_path), default_gpu_count)
+    links, quarantine, edge_findings = read_edges(Path(edges_path), inventory, validation)
     return ImportResult(
         inventory=inventory,
         links=links,
         findings=findings + edge_findings,
         quarantine=quarantine,
     )
+
+
+def read_nodes(path: Path, default_gpu_count: int = 8) -> tuple[pd.DataFrame, list[Finding]]:
+    """The node file alone: inventory (schemas.INVENTORY) and findings (e.g. unresolved places)."""
+    return _read_nodes(Path(path), default_gpu_count)
+
+
+def read_edges(
+    path: Path, inventory: pd.DataFrame, validation: ValidateSettings | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame, list[Finding]]:
+    """The edge file against an inventory: link table, quarantined rows and findings.
+
+    Also used for links that arrive with new machines (`hulk replan --add-edges`).
+    """
+    validation = validation or ValidateSettings()
+    edges = _read_edges(Path(path), set(inventory["node_id"].tolist()))
+    floors = _fiber_floors(inventory, edges, validation.fiber_km_per_ms)
+    return _merge_edges(edges, Path(path), validation, floors)
 
 
 # --- reading --------------------------------------------------------------------------------

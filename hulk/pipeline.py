@@ -429,11 +429,11 @@ def _read_growth(
     nodes: Path | None, edges: Path | None, inventory: pd.DataFrame, settings: Settings
 ) -> tuple[pd.DataFrame | None, pd.DataFrame | None, list[Finding]]:
     """Added machines and links in the paper's format (as `hulk import-hulk` reads them)."""
-    from hulk.importer import _fiber_floors, _merge_edges, _read_edges, _read_nodes
+    from hulk.importer import read_edges, read_nodes
 
     added, findings = (None, [])
     if nodes is not None:
-        added, findings = _read_nodes(nodes, settings.graph.default_gpu_count)
+        added, findings = read_nodes(nodes, settings.graph.default_gpu_count)
         clash = sorted(set(added["node_id"]) & set(inventory["node_id"]))
         if clash:
             raise InputError(
@@ -444,9 +444,7 @@ def _read_growth(
     if edges is None:
         return added, None, findings
     everyone = pd.concat([inventory, added]) if added is not None else inventory
-    rows = _read_edges(edges, set(everyone["node_id"].tolist()))
-    floors = _fiber_floors(everyone, rows, settings.validation.fiber_km_per_ms)
-    links, _, edge_findings = _merge_edges(rows, edges, settings.validation, floors)
+    links, _, edge_findings = read_edges(edges, everyone, settings.validation)
     return added, links, findings + edge_findings
 
 
