@@ -1,4 +1,4 @@
-"""Benchmark: link statistics over the default window, DuckDB (hulk.ingest) vs pandas reference.
+"""Benchmark: link statistics over the default window, DuckDB (hulk.ingest) vs pandas.
 
     .venv/bin/python bench/bench_ingest.py [--logs DIR] [--inventory FILE] [--days N] [--repeat K]
 
@@ -9,21 +9,32 @@ folder first, and the generation time is reported separately. It uses `hulk.gene
 module offers `build_fleet` and `write_dataset`; otherwise a self-contained numpy generator of the
 same shape.
 
-Each implementation runs in a fresh subprocess, so its peak memory (the VmHWM high-water mark of
-that process, interpreter and imports included) is its own; the import baseline is reported
-beside it. Both read the same files in the same run (after generation, so from the page cache)
-and their tables are compared. With --repeat K each runs K times: the fastest time and the
-largest peak count. The load average is recorded, since other processes on a 2-core machine
-skew the figures (DuckDB's two threads more than pandas' one). Results are printed and written
-to bench/out/ingest.json.
+Three implementations of the same statistics (hulk.ingest_reference describes the pandas ones):
 
-Targets: DuckDB under 30 s on 2 cores with peak memory under 2 GB, at least 10x the pandas rate.
+- duckdb: `hulk.ingest.link_stats`;
+- plain pandas: `link_stats_plain_pandas`, the straightforward version (`pd.read_parquet` on the
+  list of files, one DataFrame, filter, group-bys). The 10x target is measured against it;
+- streaming pandas: `link_stats_reference`, one file at a time with the window filter pushed into
+  the Parquet reads; faster and far lighter than plain pandas, reported as a second ratio.
+
+Each run is a fresh subprocess, so its peak memory (the VmHWM high-water mark of that process,
+interpreter and imports included) is its own; the import baseline is reported beside it. All read
+the same files (after generation, so from the page cache) and their tables are compared. With
+--repeat K there are K rounds, each running every implementation once in turn (side by side, so a
+burst of load from other processes hits all of them alike): the fastest time and the largest
+peak count. The load average is recorded at the start and end and with every run, since other
+processes on a 2-core machine skew the figures (DuckDB's two threads more than pandas' one).
+Results are printed and written to bench/out/ingest.json.
+
+Targets: DuckDB under 30 s on 2 cores with peak memory under 2 GB, at least 10x the plain pandas
+rate.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import hashlib
 import json
 import os
 import platform
@@ -66,17 +77,26 @@ def _rss_mb() -> float:
 # --------------------------------------------------------------------------------------------
 
 
+# name -> (module, function, label)
+IMPLS = {
+    "duckdb": ("hulk.ingest", "link_stats", "duckdb"),
+    "pandas_plain": ("hulk.ingest_reference", "link_stats_plain_pandas", "plain pandas"),
+    "pandas_streaming": ("hulk.ingest_reference", "link_stats_reference", "streaming pandas"),
+}
+PANDAS_IMPLS = ("pandas_plain", "pandas_streaming")
+
+
 def worker(impl: str, logs: Path, inventory_file: Path, out: Path) -> dict:
     """Run one implementation once; report wall time and peak memory."""
+    import importlib
+
     import pandas as pd
 
     from hulk import io
     from hulk.settings import load_settings
 
-    if impl == "duckdb":
-        from hulk.ingest import link_stats as run
-    else:
-        from hulk.ingest_reference import link_stats_reference as run
+    module, function, _ = IMPLS[impl]
+    run = getattr(importlib.import_module(module), function)
     settings = load_settings(REPO / "params.yaml").ingest
     inventory = pd.read_csv(inventory_file)
     baseline = _rss_mb()
@@ -85,7 +105,15 @@ def worker(impl: str, logs: Path, inventory_file: Path, out: Path) -> dict:
     seconds = time.perf_counter() - start
     peak = _rss_mb()
     io.write_parquet(out, links)
-    return {"seconds": seconds, "peak_rss_mb": peak, "import_rss_mb": baseline, "links": len(links)}
+    # Every value at full precision: equal digests mean byte-identical tables.
+    digest = hashlib.sha256(links.to_csv(index=False).encode()).hexdigest()
+    return {
+        "seconds": seconds,
+        "peak_rss_mb": peak,
+        "import_rss_mb": baseline,
+        "links": len(links),
+        "table_sha256": digest[:16],
+    }
 
 
 def run_worker(impl: str, logs: Path, inventory_file: Path, out: Path) -> dict:
@@ -100,6 +128,7 @@ def run_worker(impl: str, logs: Path, inventory_file: Path, out: Path) -> dict:
         raise SystemExit(f"{impl} worker failed with exit code {done.returncode}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
     result["process_seconds"] = elapsed
+    result["load_average_after"] = os.getloadavg()[0]
     return result
 
 
@@ -311,6 +340,13 @@ def compare(a: Path, b: Path) -> dict:
 # --------------------------------------------------------------------------------------------
 
 
+def _summary(name: str, result: dict) -> str:
+    return (
+        f"{IMPLS[name][2]} {result['seconds']:.2f} s, "
+        f"{result['rows_per_second'] / 1e6:.2f} M rows/s, peak {result['peak_rss_mb']:,.0f} MiB"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--logs", type=Path, help="an existing day-partitioned log folder")
@@ -323,10 +359,13 @@ def main() -> None:
         help="hulk.generate when available (auto), or the bench's own numpy generator",
     )
     parser.add_argument(
-        "--repeat", type=int, default=1, help="runs per implementation; the fastest counts"
+        "--repeat", type=int, default=1, help="rounds (every implementation once); fastest counts"
     )
     parser.add_argument("--skip-pandas", action="store_true", help="time DuckDB only")
-    parser.add_argument("--worker", choices=["duckdb", "pandas"], help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--skip-streaming", action="store_true", help="skip the streaming pandas reference"
+    )
+    parser.add_argument("--worker", choices=list(IMPLS), help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
@@ -373,47 +412,69 @@ def main() -> None:
             f"files, {report['data']['bytes_on_disk'] / 2**20:.0f} MiB"
         )
 
-        impls = ["duckdb"] if args.skip_pandas else ["duckdb", "pandas"]
-        for impl in impls:
-            print(f"running {impl} ({args.repeat}x, each in a fresh process) …", flush=True)
-            runs = []
-            for _ in range(args.repeat):
+        impls = ["duckdb"]
+        if not args.skip_pandas:
+            impls += ["pandas_plain"] if args.skip_streaming else list(PANDAS_IMPLS)
+        runs: dict[str, list[dict]] = {impl: [] for impl in impls}
+        print(
+            f"{args.repeat} round(s) of {', '.join(IMPLS[i][2] for i in impls)}, "
+            "each run in a fresh process …",
+            flush=True,
+        )
+        for round_number in range(1, args.repeat + 1):
+            for impl in impls:
                 run = run_worker(impl, logs, inventory, tmp_dir / f"links-{impl}.parquet")
-                runs.append(run)
+                runs[impl].append(run)
                 print(
-                    f"  {impl:>6}: {run['seconds']:7.2f} s wall ({run['process_seconds']:.1f} s "
-                    f"with interpreter start), {rows / run['seconds'] / 1e6:6.2f} M rows/s, "
+                    f"  [{round_number}] {IMPLS[impl][2]:>16}: {run['seconds']:7.2f} s wall "
+                    f"({run['process_seconds']:.1f} s with interpreter start), "
+                    f"{rows / run['seconds'] / 1e6:6.2f} M rows/s, "
                     f"peak RSS {run['peak_rss_mb']:,.0f} MiB (after imports "
-                    f"{run['import_rss_mb']:.0f} MiB), {run['links']} links",
+                    f"{run['import_rss_mb']:.0f} MiB), {run['links']} links, "
+                    f"table {run['table_sha256']}, 1-min load {run['load_average_after']:.2f}",
                     flush=True,
                 )
+        for impl in impls:
             # The fastest run's time; the largest peak memory of any run.
-            result = dict(min(runs, key=lambda r: r["seconds"]))
-            result["peak_rss_mb"] = max(r["peak_rss_mb"] for r in runs)
-            result["runs_seconds"] = [r["seconds"] for r in runs]
+            result = dict(min(runs[impl], key=lambda r: r["seconds"]))
+            result["implementation"] = ".".join(IMPLS[impl][:2])
+            result["label"] = IMPLS[impl][2]
+            result["identical_tables_across_runs"] = (
+                len({r["table_sha256"] for r in runs[impl]}) == 1
+            )
+            result["peak_rss_mb"] = max(r["peak_rss_mb"] for r in runs[impl])
+            result["runs_seconds"] = [r["seconds"] for r in runs[impl]]
+            result["runs_load_average"] = [r["load_average_after"] for r in runs[impl]]
             result["rows_per_second"] = rows / result["seconds"]
+            del result["load_average_after"]
             report[impl] = result
         duck = report["duckdb"]
         checks = {
             "duckdb_under_30s": duck["seconds"] < TARGET_SECONDS,
             "duckdb_under_2GB": duck["peak_rss_mb"] < TARGET_PEAK_MB,
         }
-        if "pandas" in report:
-            ratio = duck["rows_per_second"] / report["pandas"]["rows_per_second"]
-            report["ratio_duckdb_over_pandas"] = ratio
-            report["agreement"] = compare(
-                tmp_dir / "links-duckdb.parquet", tmp_dir / "links-pandas.parquet"
-            )
-            checks["duckdb_10x_pandas"] = ratio >= TARGET_SPEEDUP
-            print(
-                f"best of {args.repeat}: duckdb {duck['seconds']:.2f} s, "
-                f"{duck['rows_per_second'] / 1e6:.2f} M rows/s, peak {duck['peak_rss_mb']:,.0f} MiB"
-                f" | pandas {report['pandas']['seconds']:.2f} s, "
-                f"{report['pandas']['rows_per_second'] / 1e6:.2f} M rows/s, "
-                f"peak {report['pandas']['peak_rss_mb']:,.0f} MiB"
-            )
-            print(f"ratio duckdb/pandas (rows/s): {ratio:.1f}x")
-            print(f"agreement: {report['agreement']}")
+        print(f"best of {args.repeat}: " + " | ".join(_summary(i, report[i]) for i in impls))
+        print(
+            "duckdb tables byte-identical across runs: "
+            f"{duck['identical_tables_across_runs']} ({duck['table_sha256']})"
+        )
+        pandas_impls = [i for i in impls if i != "duckdb"]
+        if pandas_impls:
+            report["ratios"] = {}
+            report["agreement"] = {}
+            for impl in pandas_impls:
+                ratio = duck["rows_per_second"] / report[impl]["rows_per_second"]
+                report["ratios"][f"duckdb_over_{impl}"] = ratio
+                report["agreement"][impl] = compare(
+                    tmp_dir / "links-duckdb.parquet", tmp_dir / f"links-{impl}.parquet"
+                )
+                note = " (the 10x target)" if impl == "pandas_plain" else " (information)"
+                print(f"ratio duckdb / {IMPLS[impl][2]} (rows/s): {ratio:.1f}x{note}")
+            for impl in pandas_impls:
+                print(f"agreement duckdb vs {IMPLS[impl][2]}: {report['agreement'][impl]}")
+            if "pandas_plain" in report:
+                plain = report["ratios"]["duckdb_over_pandas_plain"]
+                checks["duckdb_10x_plain_pandas"] = plain >= TARGET_SPEEDUP
         report["load_average_at_end"] = os.getloadavg()
         print(
             "load average (1, 5, 15 min) at start "
