@@ -13,28 +13,7 @@ from hulk.cost import Fleet, Plan, iteration_time, lower_bound
 from hulk.importer import import_hulk
 from hulk.jobs import PAPER_MIX_4, PRESET_JOBS, Job
 from hulk.settings import Settings
-
-
-def fleet_of(
-    flops: list[float],
-    memory_gb: list[float],
-    links: dict[tuple[int, int], tuple[float, float]],
-    active: list[bool] | None = None,
-) -> Fleet:
-    """A fleet with node ids 0..n−1; links {(i, j): (latency_s, bandwidth_Bps)}."""
-    n = len(flops)
-    pairs = list(links)
-    return Fleet.from_arrays(
-        np.arange(n),
-        np.array(flops, float),
-        np.array(memory_gb, float) * 1e9,
-        np.ones(n, bool) if active is None else np.array(active, bool),
-        np.array([p[0] for p in pairs], np.int64),
-        np.array([p[1] for p in pairs], np.int64),
-        np.array([links[p][0] for p in pairs], float),
-        np.array([links[p][1] for p in pairs], float),
-    )
-
+from tests.fleets import fleet_of
 
 # 1e8 params, 4 layers, hidden 1000, seq 1000, global batch 12, micro-batch 2:
 #   state 16 × 1e8 = 1.6 GB; activation 2 × 1000 × 1000 × 2 = 4e6 bytes;

@@ -16,29 +16,9 @@ from hulk.importer import import_hulk
 from hulk.jobs import PAPER_MIX_6, PRESET_JOBS, Job
 from hulk.planner import layer_capacity, layer_split, plan_job, site_labels
 from hulk.settings import PlannerSettings, Settings
+from tests.fleets import fleet_of
 
 SETTINGS = PlannerSettings()
-
-
-def fleet_of(
-    flops: list[float],
-    memory_gb: list[float],
-    links: dict[tuple[int, int], tuple[float, float]],
-    active: list[bool] | None = None,
-) -> Fleet:
-    """A fleet with node ids 0..n−1; links {(i, j): (latency_s, bandwidth_Bps)}."""
-    n = len(flops)
-    pairs = list(links)
-    return Fleet.from_arrays(
-        np.arange(n),
-        np.array(flops, float),
-        np.array(memory_gb, float) * 1e9,
-        np.ones(n, bool) if active is None else np.array(active, bool),
-        np.array([p[0] for p in pairs], np.int64),
-        np.array([p[1] for p in pairs], np.int64),
-        np.array([links[p][0] for p in pairs], float),
-        np.array([links[p][1] for p in pairs], float),
-    )
 
 
 # 1e8 params, 4 layers: state 1.6 GB (0.4 GB per layer); activation 2 × 1000 × 1000 × 2 = 4 MB;
