@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -27,9 +26,6 @@ from rich.table import Table
 from hulk import pipeline
 from hulk.errors import HulkError, InputError
 from hulk.settings import DEFAULT_PARAMS, Settings, load_settings
-
-# Quiet third-party telemetry before anything imports it.
-os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 
 app = typer.Typer(
     help="Hulk: place large training jobs on a geo-distributed GPU fleet.",

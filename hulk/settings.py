@@ -209,6 +209,109 @@ class AssignSettings(Section):
     strategy: Literal["gnn", "teacher", "A", "B", "C"] = "teacher"
 
 
+class ModelSettings(Section):
+    """The GNN's shape (hulk.model.ModelConfig; feature widths come from the data)."""
+
+    hidden: PositiveInt = 64  # width of node states and job embeddings
+    layers: Annotated[int, Field(ge=0)] = 3  # graph-convolution layers after the EdgeFold layer
+    conv: Literal["gcn", "gat"] = "gcn"
+    heads: PositiveInt = 4  # GAT only: attention heads (hidden must be a multiple)
+    dropout: Annotated[float, Field(ge=0, lt=1)] = 0.1
+
+    @model_validator(mode="after")
+    def _heads_divide(self) -> ModelSettings:
+        if self.conv == "gat" and self.hidden % self.heads:
+            raise ValueError(f"hidden ({self.hidden}) must be a multiple of heads ({self.heads})")
+        return self
+
+
+class TrainSettings(Section):
+    """GNN training (hulk.train): Adam on mini-batches, early stopping on the validation loss."""
+
+    epochs: PositiveInt = 60
+    batch_size: PositiveInt = 8  # samples (whole fleets) per mini-batch
+    lr: PositiveFloat = 0.003
+    weight_decay: Annotated[float, Field(ge=0)] = 0.0001
+    # Stop after this many epochs without a lower validation loss; the best epoch is kept.
+    patience: PositiveInt = 10
+    # Loss weight of the idle class (job classes weigh 1); "balanced": idle machines weigh as
+    # much in total as assigned ones (from the training labels).
+    idle_weight: Literal["balanced"] | PositiveFloat = "balanced"
+    grad_clip: Annotated[float, Field(ge=0)] = 5.0  # max gradient norm (0: no clipping)
+    threads: PositiveInt = 2  # torch CPU threads while training
+
+
+class CorpusSettings(Section):
+    """The labelled training corpus (hulk.corpus): generated fleets × job mixes, teacher labels."""
+
+    fleets: PositiveInt = 96
+    mixes_per_fleet: PositiveInt = 3
+    # Fleet sizes: log-uniform in [min_machines, max_machines] (paper fleets: up to 47).
+    min_machines: Annotated[int, Field(ge=2)] = 20
+    max_machines: PositiveInt = 300
+    # Cities a synthetic fleet is cut from (more are added until they hold its size).
+    min_cities: PositiveInt = 1
+    max_cities: PositiveInt = 40
+    # Share of fleets made from paper-47, and its machines' chance of redrawn hardware.
+    paper_share: Fraction = 0.25
+    hardware_perturb: Fraction = 0.3
+    drained_fraction: Range = Range(low=0.0, high=0.15)  # failed machines, per fleet
+    blocked_pair_fraction: Range = Range(low=0.0, high=0.3)  # synthetic fleets' policy
+    # Jobs per mix: presets, or perturbed variants of them with probability perturb_share.
+    min_jobs: PositiveInt = 1
+    max_jobs: PositiveInt = 8
+    perturb_share: Fraction = 0.5
+    params_scale: Range = Range(low=0.25, high=4.0)  # log-uniform factor on params
+    batch_scale: Range = Range(low=0.25, high=4.0)  # log-uniform factor on global_batch
+    priority_share: Fraction = 0.1  # jobs given priority 1
+    # Split by fleet (hash of seed and fleet id); train gets the rest.
+    val_fraction: Fraction = 0.15
+    test_fraction: Fraction = 0.15
+    # Teacher budget for labelling (the nightly teacher's other settings apply). The time cap
+    # is a safety net: results are identical for any worker count only if it never binds.
+    max_evaluations: PositiveInt = 300
+    time_budget_s: PositiveFloat = 120.0
+    workers: PositiveInt = 2  # labelling processes
+    path: Annotated[Path, Field(strict=False)] = Path("data/corpus/corpus.pt")  # + corpus.json
+
+    @model_validator(mode="after")
+    def _consistent(self) -> CorpusSettings:
+        if self.min_machines > self.max_machines:
+            raise ValueError(f"min_machines ({self.min_machines}) exceeds max_machines")
+        if self.min_cities > self.max_cities:
+            raise ValueError(f"min_cities ({self.min_cities}) exceeds max_cities")
+        if self.min_jobs > self.max_jobs:
+            raise ValueError(f"min_jobs ({self.min_jobs}) exceeds max_jobs")
+        if self.val_fraction + self.test_fraction > 1:
+            raise ValueError("val_fraction + test_fraction must not exceed 1")
+        for name in ("drained_fraction", "blocked_pair_fraction"):
+            value = getattr(self, name)
+            if value.low < 0 or value.high >= 1:
+                raise ValueError(f"{name} must lie within [0, 1)")
+        for name in ("params_scale", "batch_scale"):
+            if getattr(self, name).low <= 0:
+                raise ValueError(f"{name} must be positive")
+        return self
+
+
+class MlflowSettings(Section):
+    """Training runs and the model registry (hulk.registry).
+
+    Relative paths resolve against `data_dir`, not the current directory, so the registry is
+    found from anywhere: the default ``sqlite:///mlruns.db`` (three slashes: relative) is
+    data/mlruns.db and `artifact_location` data/mlartifacts. An absolute sqlite path (four
+    slashes, ``sqlite:////srv/hulk/mlruns.db``) or a server URI (``http://…``) is used as written;
+    `artifact_location` applies to a sqlite backend only, when the experiment is created.
+    """
+
+    tracking_uri: Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9+.-]*:")] = (
+        "sqlite:///mlruns.db"
+    )
+    artifact_location: Annotated[Path, Field(strict=False)] = Path("mlartifacts")
+    experiment: Annotated[str, Field(min_length=1)] = "hulk"
+    registered_model: Annotated[str, Field(min_length=1)] = "hulk-gnn"
+
+
 class Settings(Section):
     seed: int = 7
     data_dir: Path = Path("data")
@@ -220,6 +323,10 @@ class Settings(Section):
     assign: AssignSettings = AssignSettings()
     planner: PlannerSettings = PlannerSettings()
     teacher: TeacherSettings = TeacherSettings()
+    corpus: CorpusSettings = CorpusSettings()
+    model: ModelSettings = ModelSettings()
+    train: TrainSettings = TrainSettings()
+    mlflow: MlflowSettings = MlflowSettings()
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
 

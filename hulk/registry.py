@@ -1,0 +1,683 @@
+"""The GNN's MLflow side: training runs, the model registry, and the champion/challenger aliases.
+
+Everything here is generic over the model: a training run hands over a state dict (names to
+tensors) and a JSON-able config, and gets them back the same way. Nothing in the registry is
+pickled code, so loading a model never runs code from the registry:
+
+- ``model/state_dict.pt`` — ``torch.save`` of a plain dict of CPU tensors, read back with
+  ``torch.load(weights_only=True)``;
+- ``model/config.json`` — the model's config (e.g. ``ModelConfig.to_dict()``).
+
+These are plain artifacts of the training run (no MLflow flavour, no ``MLmodel`` file), and each
+registered version of ``settings.mlflow.registered_model`` points at that run's ``model`` folder.
+Two aliases name versions:
+
+- ``challenger`` — the version the latest ``log_training_run`` registered;
+- ``champion`` — the version ``hulk assign`` uses; ``promote_if_better`` moves it, and only to
+  a version whose test plan-cost ratio is not worse than the current champion's.
+
+Where it lives (params.yaml, section ``mlflow``): by default a sqlite file and an artifact
+folder inside the data folder, ``data/mlruns.db`` and ``data/mlartifacts`` — a relative sqlite
+path or artifact folder resolves against ``data_dir``, never against the current directory (see
+`hulk.settings.MlflowSettings`). The database is created on first use.
+
+To browse runs, metrics, plots and versions, run from the project root::
+
+    mlflow ui --backend-store-uri sqlite:///data/mlruns.db --workers 1
+
+and open http://127.0.0.1:5000 (model versions: the "Models" page, hulk-gnn). `ui_command`
+gives the same command with the absolute path of the configured backend, whatever the current
+directory. One worker is plenty for one person; MLflow 3's default (4 workers, plus a job runner
+with several consumers for server-side GenAI jobs) takes about a minute to answer on a 2-core
+machine — ``MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false`` in front skips the job runner too.
+
+MLflow's anonymous usage telemetry (on by default since MLflow 3.2) and its artifact download
+progress bars are switched off when this module is imported, unless the environment says
+otherwise (``MLFLOW_DISABLE_TELEMETRY``, ``MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import math
+import os
+import posixpath
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from hulk.errors import InputError
+from hulk.io import sha256_file
+
+if TYPE_CHECKING:
+    import torch
+    from mlflow import MlflowClient
+    from mlflow.entities.model_registry import ModelVersion
+
+    from hulk.settings import Settings
+
+# MLflow's telemetry and progress bars are switched off in hulk/__init__.py, before any import.
+
+CHAMPION = "champion"
+CHALLENGER = "challenger"
+MODEL_DIR = "model"
+STATE_DICT_FILE = "state_dict.pt"
+CONFIG_FILE = "config.json"
+
+# Tags written on model versions (and on their runs). One prefix, so they sort together in the UI.
+TAG_STATE_DICT_SHA256 = "hulk.state_dict_sha256"
+TAG_PROMOTION = "hulk.promotion"  # .decision .metric .direction .candidate_value ... (see below)
+
+_SQLITE_PREFIX = "sqlite:///"
+
+
+# --------------------------------------------------------------------------------------------
+# Where the backend is
+# --------------------------------------------------------------------------------------------
+
+
+def sqlite_path(settings: Settings) -> Path | None:
+    """The database file of a sqlite backend (absolute), or None for any other backend.
+
+    ``sqlite:///mlruns.db`` (three slashes: a relative path) is taken relative to
+    ``settings.data_dir``; ``sqlite:////srv/hulk/mlruns.db`` (four: absolute) is used as written.
+    """
+    uri = settings.mlflow.tracking_uri
+    if not uri.startswith(_SQLITE_PREFIX):
+        return None
+    raw = uri[len(_SQLITE_PREFIX) :].split("?", 1)[0]
+    if not raw or raw == ":memory:":
+        return None
+    path = Path(raw)
+    if not path.is_absolute():
+        path = settings.data_dir / path
+    return path.absolute()
+
+
+def tracking_uri(settings: Settings) -> str:
+    """The tracking (and registry) URI with a relative sqlite path made absolute.
+
+    Any other URI (``http://…``, ``postgresql://…``, an absolute sqlite path) is returned as is.
+    """
+    uri = settings.mlflow.tracking_uri
+    path = sqlite_path(settings)
+    if path is None:
+        return uri
+    query = uri.split("?", 1)[1] if "?" in uri else ""
+    return f"{_SQLITE_PREFIX}{path.as_posix()}" + (f"?{query}" if query else "")
+
+
+def artifact_location(settings: Settings) -> Path:
+    """The folder new experiments keep artifacts in (relative paths: against data_dir)."""
+    path = settings.mlflow.artifact_location
+    if not path.is_absolute():
+        path = settings.data_dir / path
+    return path.absolute()
+
+
+def ui_command(settings: Settings) -> str:
+    """The shell command that opens the MLflow UI on the configured backend.
+
+    From the project root with the default params this is equivalent to
+    ``mlflow ui --backend-store-uri sqlite:///data/mlruns.db --workers 1``; then open
+    http://127.0.0.1:5000. Runs keep absolute artifact locations, so the UI finds plots and
+    model files wherever it is started from.
+    """
+    return f"mlflow ui --backend-store-uri {tracking_uri(settings)} --workers 1"
+
+
+# --------------------------------------------------------------------------------------------
+# The tracking context
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tracking:
+    """What `tracking` sets up: a client bound to the backend and the experiment's id."""
+
+    client: MlflowClient
+    tracking_uri: str
+    experiment_id: str
+    registered_model: str
+
+
+def _client(uri: str) -> MlflowClient:
+    from mlflow import MlflowClient
+
+    return MlflowClient(tracking_uri=uri, registry_uri=uri)
+
+
+def _ensure_experiment(client: MlflowClient, settings: Settings) -> str:
+    from mlflow.exceptions import MlflowException
+
+    name = settings.mlflow.experiment
+    experiment = client.get_experiment_by_name(name)
+    if experiment is None:
+        # The artifact folder is ours to choose only for a local database; a tracking server
+        # decides where the artifacts of its experiments go.
+        location = None
+        if sqlite_path(settings) is not None:
+            folder = artifact_location(settings)
+            folder.mkdir(parents=True, exist_ok=True)
+            location = folder.as_uri()
+        try:
+            return client.create_experiment(name, artifact_location=location)
+        except MlflowException as exc:  # another process created it meanwhile
+            if exc.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+            experiment = client.get_experiment_by_name(name)
+            assert experiment is not None
+    if experiment.lifecycle_stage != "active":
+        raise InputError(
+            None,
+            "registry.experiment_deleted",
+            f"MLflow experiment {name!r} is deleted in {tracking_uri(settings)}: restore it "
+            f"(`mlflow experiments restore --experiment-id {experiment.experiment_id}`) or "
+            "name another experiment in params.yaml (mlflow.experiment)",
+        )
+    return experiment.experiment_id
+
+
+@contextmanager
+def _mlflow_globals() -> Iterator[None]:
+    """Put back MLflow's process-wide tracking URI, registry URI and experiment on exit.
+
+    MLflow keeps them in module globals and mirrors them into environment variables (for child
+    processes); there is no public way to *unset* them, so the globals are read and restored
+    directly. Without this a test's temporary database would leak into whatever runs next.
+    """
+    import mlflow
+    import mlflow.tracking._model_registry.utils as registry_utils
+    import mlflow.tracking._tracking_service.utils as tracking_utils
+    import mlflow.tracking.fluent as fluent
+
+    names = ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI", "MLFLOW_EXPERIMENT_ID")
+    env = {name: os.environ.get(name) for name in names}
+    saved_tracking = getattr(tracking_utils, "_tracking_uri", None)
+    saved_registry = getattr(registry_utils, "_registry_uri", None)
+    saved_experiment = getattr(fluent, "_active_experiment_id", None)
+    try:
+        yield
+    finally:
+        mlflow.set_tracking_uri(saved_tracking)
+        mlflow.set_registry_uri(saved_registry)
+        fluent._active_experiment_id = saved_experiment
+        for name, value in env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@contextmanager
+def tracking(settings: Settings) -> Iterator[Tracking]:
+    """Point MLflow at the configured backend and experiment for the duration of the block.
+
+    Creates the sqlite database (with MLflow's migrations, a few seconds the first time), the
+    artifact folder and the experiment when they do not exist yet. Inside the block MLflow's
+    fluent API (``mlflow.start_run``, ``mlflow.log_metric``…) and ``models:/`` URIs use this
+    backend and experiment; on exit the previous global tracking URI, registry URI and active
+    experiment are put back. The functions of this module use the yielded client explicitly,
+    so they do not disturb a run the caller has open.
+    """
+    import mlflow
+
+    db = sqlite_path(settings)
+    if db is not None:
+        db.parent.mkdir(parents=True, exist_ok=True)
+    uri = tracking_uri(settings)
+    client = _client(uri)
+    experiment_id = _ensure_experiment(client, settings)
+    with _mlflow_globals():
+        mlflow.set_tracking_uri(uri)
+        mlflow.set_registry_uri(uri)
+        mlflow.set_experiment(experiment_id=experiment_id)
+        yield Tracking(client, uri, experiment_id, settings.mlflow.registered_model)
+
+
+# --------------------------------------------------------------------------------------------
+# Logging and registering a training run
+# --------------------------------------------------------------------------------------------
+
+
+class RegisteredVersion(NamedTuple):
+    """A registered model version and the training run it came from."""
+
+    version: int
+    run_id: str
+
+
+def _flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    """Nested dicts become dotted keys; every value becomes the string MLflow stores."""
+    flat: dict[str, str] = {}
+    for key, value in params.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(_flatten(value, prefix=f"{name}."))
+        else:
+            flat[name] = str(value)
+    return flat
+
+
+def _number(value: object, what: str) -> float:
+    if isinstance(value, (str, bytes, bool)):
+        raise TypeError(f"{what}: expected a number, got {value!r}")
+    try:
+        return float(value)  # type: ignore[arg-type]  # also 0-d tensors and numpy scalars
+    except (TypeError, ValueError):
+        raise TypeError(f"{what}: expected a number, got {value!r}") from None
+
+
+def _history_metrics(history: Sequence[Mapping[str, object]]) -> list[tuple[str, float, int]]:
+    """(key, value, step) per epoch; the step is the row's "epoch", else its index."""
+    rows = []
+    for index, row in enumerate(history):
+        step = row.get("epoch", index)
+        if isinstance(step, bool) or not isinstance(step, int):
+            raise TypeError(f"history[{index}].epoch: expected an int, got {step!r}")
+        for key, value in row.items():
+            if key != "epoch":
+                rows.append((key, _number(value, f"history[{index}].{key}"), step))
+    return rows
+
+
+def _check_state_dict(state_dict: Mapping[str, object]) -> dict[str, torch.Tensor]:
+    import torch
+
+    plain: dict[str, torch.Tensor] = {}
+    for key, value in state_dict.items():
+        if not isinstance(key, str) or not isinstance(value, torch.Tensor):
+            raise TypeError(
+                f"state_dict[{key!r}]: expected str -> tensor, got {type(value).__name__}"
+            )
+        plain[key] = value.detach().cpu()
+    return plain
+
+
+def _artifact_name(name: str) -> str:
+    path = PurePosixPath(name)
+    if not name or path.is_absolute() or ".." in path.parts or "\\" in name:
+        raise ValueError(f"artifact name {name!r}: expected a relative path like 'plots/a.png'")
+    if path.parts[0] == MODEL_DIR:
+        raise ValueError(f"artifact name {name!r}: {MODEL_DIR}/ is reserved for the model files")
+    return path.as_posix()
+
+
+def _ensure_registered_model(client: MlflowClient, name: str) -> None:
+    from mlflow.exceptions import MlflowException
+
+    try:
+        client.create_registered_model(
+            name,
+            description="Hulk's GNN placement model: state dict + JSON config (hulk.registry).",
+        )
+    except MlflowException as exc:
+        if exc.error_code != "RESOURCE_ALREADY_EXISTS":
+            raise
+
+
+def log_training_run(
+    settings: Settings,
+    params: Mapping[str, Any],
+    history: Sequence[Mapping[str, object]],
+    metrics: Mapping[str, object],
+    state_dict: Mapping[str, torch.Tensor],
+    config: Mapping[str, Any],
+    artifacts: Mapping[str, str | Path] | None = None,
+    tags: Mapping[str, object] | None = None,
+    run_name: str | None = None,
+) -> RegisteredVersion:
+    """Log one training run, register its model as a new version and make it the challenger.
+
+    Args:
+        settings: Where the backend is (``settings.mlflow``, ``settings.data_dir``).
+        params: Hyper-parameters and inputs; nested dicts are logged with dotted keys.
+        history: One dict of metrics per epoch (``{"epoch": 3, "loss": …, "accuracy": …}``),
+            logged with step = the row's ``epoch`` (else its index in the list).
+        metrics: Final evaluation metrics (``plan_cost_ratio_makespan``…), logged at step 0;
+            `promote_if_better` compares one of these. Their names must differ from the
+            per-epoch ones, or "the latest value" of a metric would be ambiguous.
+        state_dict: The model's weights; saved as ``model/state_dict.pt`` (CPU tensors).
+        config: JSON-able model config; saved as ``model/config.json``.
+        artifacts: Files to attach, by name in the run: ``{"plots/learning_curves.png": path}``.
+            A name without a suffix gets the file's (``{"fleet_map": "x.png"}`` → fleet_map.png).
+        tags: Set on the run and on the new model version (values as strings).
+        run_name: The run's name in the UI (MLflow makes one up when None).
+
+    Returns:
+        The new version number and the run id. Everything is checked before the run is
+        created; a failure after that marks the run FAILED and re-raises.
+    """
+    from mlflow.entities import Metric, Param, RunStatus
+
+    # Check everything first, so that a mistake leaves no half-logged run behind.
+    series = _history_metrics(history)
+    finals = {key: _number(value, f"metrics.{key}") for key, value in metrics.items()}
+    clash = sorted({key for key, _, _ in series} & finals.keys())
+    if clash:
+        raise ValueError(f"metrics {clash} are both per-epoch (history) and final (metrics)")
+    weights = _check_state_dict(state_dict)
+    config_text = json.dumps(config, indent=2, sort_keys=True, allow_nan=False) + "\n"
+    files: dict[str, Path] = {}
+    for name, source in (artifacts or {}).items():
+        source = Path(source)
+        if not source.is_file():
+            raise FileNotFoundError(f"artifact {name!r}: no file at {source}")
+        target = _artifact_name(name)
+        if not PurePosixPath(target).suffix:
+            target += source.suffix
+        files[target] = source
+    tag_values = {str(key): str(value) for key, value in (tags or {}).items()}
+    flat_params = _flatten(params)
+
+    import torch
+
+    with tracking(settings) as track:
+        client = track.client
+        run = client.create_run(track.experiment_id, tags=tag_values, run_name=run_name)
+        run_id = run.info.run_id
+        try:
+            now = int(time.time() * 1000)
+            logged = [Metric(key, value, now, step) for key, value, step in series]
+            logged += [Metric(key, value, now, 0) for key, value in finals.items()]
+            client.log_batch(
+                run_id,
+                metrics=logged,
+                params=[Param(key, value) for key, value in flat_params.items()],
+                synchronous=True,
+            )
+            with tempfile.TemporaryDirectory(prefix="hulk-run-") as tmp:
+                staging = Path(tmp)
+                model_dir = staging / MODEL_DIR
+                model_dir.mkdir()
+                torch.save(weights, model_dir / STATE_DICT_FILE)
+                (model_dir / CONFIG_FILE).write_text(config_text, encoding="utf-8")
+                digest = sha256_file(model_dir / STATE_DICT_FILE)
+                for target, source in files.items():
+                    (staging / target).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(source, staging / target)
+                client.log_artifacts(run_id, str(staging))
+
+            _ensure_registered_model(client, track.registered_model)
+            # The version's source is the run's own artifact folder (not a `runs:/` URI, which
+            # MLflow 3 would also accept): the concrete location, as the registry stores it.
+            version = client.create_model_version(
+                track.registered_model,
+                source=posixpath.join(run.info.artifact_uri, MODEL_DIR),
+                run_id=run_id,
+                tags={**tag_values, TAG_STATE_DICT_SHA256: digest},
+                description=f"Trained in run {run_id}" + (f" ({run_name})" if run_name else ""),
+            )
+            client.set_registered_model_alias(track.registered_model, CHALLENGER, version.version)
+            client.set_tag(run_id, "hulk.registered_version", str(version.version))
+            client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
+        except BaseException:
+            with contextlib.suppress(Exception):  # the original error is the one to report
+                client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
+            raise
+    return RegisteredVersion(int(version.version), run_id)
+
+
+# --------------------------------------------------------------------------------------------
+# Promotion
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The outcome of `promote_if_better`, as also recorded in the version's tags."""
+
+    version: int
+    promoted: bool
+    metric: str
+    lower_is_better: bool
+    candidate_value: float | None
+    champion_value: float | None  # the previous champion's value (None: none, or not logged)
+    previous_champion: int | None
+    reason: str
+
+    @property
+    def champion(self) -> int | None:
+        """The champion version after the decision."""
+        return self.version if self.promoted else self.previous_champion
+
+
+def _alias_version(client: MlflowClient, name: str, alias: str) -> ModelVersion | None:
+    """The version `alias` points at, or None (also when the registered model does not exist)."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        aliases = client.get_registered_model(name).aliases
+    except MlflowException as exc:
+        if exc.error_code == "RESOURCE_DOES_NOT_EXIST":
+            return None
+        raise
+    if alias not in aliases:
+        return None
+    return client.get_model_version(name, str(aliases[alias]))
+
+
+def _run_metric(client: MlflowClient, run_id: str | None, metric: str) -> float | None:
+    """The run's latest value of `metric`, or None when there is none or it is not finite."""
+    if not run_id:
+        return None
+    value = client.get_run(run_id).data.metrics.get(metric)
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _text(value: float | int | None) -> str:
+    return "none" if value is None else repr(value)
+
+
+def promote_if_better(
+    settings: Settings,
+    version: int | RegisteredVersion,
+    metric: str = "plan_cost_ratio_makespan",
+    lower_is_better: bool = True,
+) -> Decision:
+    """Make `version` the champion if its `metric` is not worse than the current champion's.
+
+    The metric is the final value logged by its training run. With no champion yet, the
+    version is promoted; a tie promotes too (the newer model wins). It is refused when its own
+    value is missing or not finite, and when the current champion's is (nothing to compare
+    with: decide by hand, e.g. ``MlflowClient().set_registered_model_alias``).
+
+    The decision is written as ``hulk.promotion.*`` tags on the model version and on its run:
+    decision (promoted / refused), metric, direction, candidate_value, champion_value,
+    previous_champion, reason, decided_at. A replaced champion gets ``hulk.promotion.replaced_by``.
+    Two promotions racing on the same registry are not guarded against.
+    """
+    from mlflow.entities import RunTag
+
+    number = int(version.version if isinstance(version, RegisteredVersion) else version)
+    with tracking(settings) as track:
+        client, name = track.client, track.registered_model
+        candidate = client.get_model_version(name, str(number))
+        candidate_value = _run_metric(client, candidate.run_id, metric)
+        current = _alias_version(client, name, CHAMPION)
+        previous = None if current is None else int(current.version)
+        champion_value = None if current is None else _run_metric(client, current.run_id, metric)
+        better = "lower" if lower_is_better else "higher"
+
+        if candidate_value is None:
+            promoted, reason = False, f"version {number} has no finite {metric}"
+        elif current is None:
+            promoted, reason = True, "no champion yet"
+        elif previous == number:
+            promoted, reason = True, "already the champion"
+        elif champion_value is None:
+            promoted = False
+            reason = f"champion version {previous} has no finite {metric}: decide by hand"
+        else:
+            not_worse = (
+                candidate_value <= champion_value
+                if lower_is_better
+                else candidate_value >= champion_value
+            )
+            relation = "not worse than" if not_worse else "worse than"
+            promoted = not_worse
+            reason = (
+                f"{metric} {candidate_value:.6g} is {relation} champion version {previous}'s "
+                f"{champion_value:.6g} ({better} is better)"
+            )
+
+        if promoted and previous != number:
+            client.set_registered_model_alias(name, CHAMPION, str(number))
+            if previous is not None:
+                client.set_model_version_tag(
+                    name, str(previous), f"{TAG_PROMOTION}.replaced_by", str(number)
+                )
+        decision = Decision(
+            version=number,
+            promoted=promoted,
+            metric=metric,
+            lower_is_better=lower_is_better,
+            candidate_value=candidate_value,
+            champion_value=champion_value,
+            previous_champion=previous,
+            reason=reason,
+        )
+        record = {
+            "decision": "promoted" if promoted else "refused",
+            "metric": metric,
+            "direction": f"{better} is better",
+            "candidate_value": _text(candidate_value),
+            "champion_value": _text(champion_value),
+            "previous_champion": _text(previous),
+            "reason": reason,
+            "decided_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        }
+        record = {f"{TAG_PROMOTION}.{key}": value for key, value in record.items()}
+        for key, value in record.items():  # the registry has no batch call for version tags
+            client.set_model_version_tag(name, str(number), key, value)
+        if candidate.run_id:
+            run_tags = [RunTag(key, value) for key, value in record.items()]
+            client.log_batch(candidate.run_id, tags=run_tags, synchronous=True)
+    return decision
+
+
+# --------------------------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    """Which registered version was loaded, and what its run recorded."""
+
+    name: str
+    version: int
+    alias: str
+    run_id: str | None
+    source: str
+    tags: dict[str, str] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def model_uri(self) -> str:
+        """The version's URI, pinned to the number (an alias may move later)."""
+        return f"models:/{self.name}/{self.version}"
+
+
+def _existing_client(settings: Settings) -> MlflowClient | None:
+    """A client for the backend, or None when its sqlite file does not exist (no model then).
+
+    Reading never creates the database: `hulk assign` on a fresh checkout stays fast and
+    leaves no empty registry behind.
+    """
+    db = sqlite_path(settings)
+    if db is not None and not db.is_file():
+        return None
+    return _client(tracking_uri(settings))
+
+
+def _no_model(alias: str) -> InputError:
+    rule = "registry.no_champion" if alias == CHAMPION else "registry.no_alias"
+    return InputError(None, rule, f"no {alias} model yet: run `hulk train`")
+
+
+def champion_exists(settings: Settings) -> bool:
+    """Whether a version carries the champion alias (so `hulk assign` can default to the GNN)."""
+    client = _existing_client(settings)
+    return client is not None and (
+        _alias_version(client, settings.mlflow.registered_model, CHAMPION) is not None
+    )
+
+
+def load_model_files(
+    settings: Settings, alias: str = CHAMPION
+) -> tuple[dict[str, torch.Tensor], dict[str, Any], VersionInfo]:
+    """The state dict, config and version info of ``models:/<registered model>@<alias>``.
+
+    The alias is resolved once to a version number and that version's files are downloaded,
+    so the three always belong together even if the alias moves meanwhile. The state dict is
+    read with ``torch.load(weights_only=True)`` onto the CPU and checked against the SHA-256
+    recorded at registration; the config is plain JSON. No code is unpickled.
+
+    Raises:
+        InputError: rule ``registry.no_champion`` ("no champion model yet: run `hulk train`")
+            when no version has the alias (``registry.no_alias`` for other aliases);
+            ``registry.bad_version`` when the version's files are missing or not a state dict
+            and config; ``registry.corrupt`` when the weights do not match their checksum.
+    """
+    import mlflow.artifacts
+    import torch
+
+    name = settings.mlflow.registered_model
+    client = _existing_client(settings)
+    found = None if client is None else _alias_version(client, name, alias)
+    if client is None or found is None:
+        raise _no_model(alias)
+    uri = tracking_uri(settings)
+    model_uri = f"models:/{name}/{found.version}"
+    # Not `download_artifacts(artifact_uri=model_uri, registry_uri=uri)`: MLflow 3.17 resolves a
+    # models:/ URI with the process-wide registry URI whatever `registry_uri` says (and the
+    # default one is ./mlflow.db, created on the spot). The version's own location avoids that.
+    location = client.get_model_version_download_uri(name, str(found.version))
+    with tempfile.TemporaryDirectory(prefix="hulk-model-") as tmp:
+        local = Path(
+            mlflow.artifacts.download_artifacts(
+                artifact_uri=location, dst_path=tmp, tracking_uri=uri, registry_uri=uri
+            )
+        )
+        weights_path, config_path = local / STATE_DICT_FILE, local / CONFIG_FILE
+        missing = [p.name for p in (weights_path, config_path) if not p.is_file()]
+        if missing:
+            raise InputError(
+                found.source, "registry.bad_version", f"{model_uri} has no {', '.join(missing)}"
+            )
+        expected = found.tags.get(TAG_STATE_DICT_SHA256)
+        if expected is not None and sha256_file(weights_path) != expected:
+            raise InputError(
+                found.source,
+                "registry.corrupt",
+                f"{model_uri}: {STATE_DICT_FILE} does not match the SHA-256 recorded when it "
+                "was registered",
+            )
+        try:
+            state_dict = torch.load(weights_path, map_location="cpu", weights_only=True)
+            config = json.loads(config_path.read_text(encoding="utf-8"))
+        except Exception as exc:  # weights_only refuses anything but tensors and containers
+            raise InputError(found.source, "registry.bad_version", f"{model_uri}: {exc}") from None
+    if not isinstance(state_dict, dict) or not isinstance(config, dict):
+        raise InputError(
+            found.source, "registry.bad_version", f"{model_uri}: not a state dict and a config"
+        )
+    run_metrics = client.get_run(found.run_id).data.metrics if found.run_id else {}
+    info = VersionInfo(
+        name=name,
+        version=int(found.version),
+        alias=alias,
+        run_id=found.run_id,
+        source=found.source,
+        tags=dict(found.tags),
+        metrics=dict(run_metrics),
+    )
+    return state_dict, config, info

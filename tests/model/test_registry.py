@@ -1,0 +1,300 @@
+"""hulk.registry against a real MLflow sqlite registry in a temporary folder (no mocks).
+
+One registry serves the whole module (MLflow's migrations take a few seconds on first use):
+the `history` fixture trains three versions of a small torch module and promotes each in turn,
+and the tests read what it left. Other scenarios use their own registered-model names in the
+same database, so they do not disturb it. mlflow itself is imported only inside tests, after
+hulk.registry has switched MLflow's telemetry off (it is decided when mlflow is first imported).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+
+from hulk import registry
+from hulk.errors import InputError
+from hulk.settings import MlflowSettings, Settings
+
+PLOT = b"\x89PNG\r\n\x1a\n not really a plot"
+
+
+def _linear(seed: int) -> torch.nn.Linear:
+    torch.manual_seed(seed)
+    return torch.nn.Linear(4, 3)
+
+
+def _train(settings: Settings, seed: int, ratio: float, plots: Path) -> registry.RegisteredVersion:
+    """Log one 'training run' of a Linear(4, 3) whose test plan-cost ratio is `ratio`."""
+    model = _linear(seed)
+    return registry.log_training_run(
+        settings,
+        params={"lr": 0.003, "epochs": 3, "model": {"hidden": 4, "conv": "gcn"}},
+        history=[
+            {"epoch": epoch, "loss": 1.0 / epoch, "accuracy": 0.5 + 0.1 * epoch}
+            for epoch in (1, 2, 3)
+        ],
+        metrics={
+            "test_node_accuracy": 0.8,
+            "plan_cost_ratio_iteration": ratio + 0.01,
+            "plan_cost_ratio_makespan": ratio,
+            "inference_s": 0.01,
+            "teacher_s": 2.0,
+        },
+        state_dict=model.state_dict(),
+        config={"in_features": 4, "out_features": 3, "seed": seed},
+        artifacts={"plots/learning_curves.png": plots, "fleet_map": plots},
+        tags={"git_commit": "abc123", "seed": seed},
+        run_name=f"seed-{seed}",
+    )
+
+
+@dataclass(frozen=True)
+class History:
+    settings: Settings
+    versions: list[registry.RegisteredVersion]
+    decisions: list[registry.Decision]
+    challenger_after_first: int  # the challenger alias right after the first run, before promotion
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory) -> History:
+    data = tmp_path_factory.mktemp("data")
+    settings = Settings(data_dir=data)  # default mlflow section: sqlite:///mlruns.db in data_dir
+    plots = data / "curves.png"
+    plots.write_bytes(PLOT)
+    versions, decisions = [], []
+    versions.append(_train(settings, seed=1, ratio=1.10, plots=plots))
+    with registry.tracking(settings) as track:
+        aliases = track.client.get_registered_model("hulk-gnn").aliases
+    decisions.append(registry.promote_if_better(settings, versions[0]))
+    versions.append(_train(settings, seed=2, ratio=1.25, plots=plots))  # worse
+    decisions.append(registry.promote_if_better(settings, versions[1]))
+    versions.append(_train(settings, seed=3, ratio=1.05, plots=plots))  # better
+    decisions.append(registry.promote_if_better(settings, versions[2]))
+    return History(settings, versions, decisions, int(aliases["challenger"]))
+
+
+def _version_tags(settings: Settings, version: int) -> dict[str, str]:
+    with registry.tracking(settings) as track:
+        return track.client.get_model_version("hulk-gnn", str(version)).tags
+
+
+def test_relative_sqlite_path_resolves_against_the_data_folder(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path / "data")
+    assert registry.sqlite_path(settings) == tmp_path / "data" / "mlruns.db"
+    assert registry.tracking_uri(settings) == f"sqlite:///{tmp_path}/data/mlruns.db"
+    assert registry.artifact_location(settings) == tmp_path / "data" / "mlartifacts"
+    assert registry.ui_command(settings) == (
+        f"mlflow ui --backend-store-uri sqlite:///{tmp_path}/data/mlruns.db --workers 1"
+    )
+
+
+def test_absolute_and_server_uris_are_used_as_written(tmp_path: Path) -> None:
+    absolute = Settings(mlflow=MlflowSettings(tracking_uri=f"sqlite:///{tmp_path}/r.db"))
+    assert registry.tracking_uri(absolute) == f"sqlite:///{tmp_path}/r.db"
+    server = Settings(mlflow=MlflowSettings(tracking_uri="http://127.0.0.1:5000"))
+    assert registry.sqlite_path(server) is None
+    assert registry.tracking_uri(server) == "http://127.0.0.1:5000"
+
+
+def test_telemetry_is_off() -> None:
+    # MLflow checks this before recording (and so before sending) any usage event.
+    from mlflow.telemetry.utils import is_telemetry_disabled
+
+    assert os.environ["MLFLOW_DISABLE_TELEMETRY"] == "true"
+    assert is_telemetry_disabled()
+
+
+def test_no_registry_means_no_champion_and_creates_nothing(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path)
+    assert not registry.champion_exists(settings)
+    with pytest.raises(InputError, match="no champion model yet: run `hulk train`") as caught:
+        registry.load_model_files(settings)
+    assert caught.value.rule == "registry.no_champion"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_new_version_becomes_the_challenger(history: History) -> None:
+    assert [v.version for v in history.versions] == [1, 2, 3]
+    assert history.challenger_after_first == 1
+    with registry.tracking(history.settings) as track:
+        model = track.client.get_registered_model("hulk-gnn")
+        version = track.client.get_model_version("hulk-gnn", "3")
+    assert model.aliases["challenger"] == 3  # moved by each new run
+    assert version.run_id == history.versions[2].run_id
+    assert version.source.endswith(f"/{history.versions[2].run_id}/artifacts/model")
+    assert version.tags["git_commit"] == "abc123"
+
+
+def test_first_version_is_promoted_without_a_champion(history: History) -> None:
+    first = history.decisions[0]
+    assert first.promoted and first.previous_champion is None and first.champion == 1
+    assert first.candidate_value == pytest.approx(1.10)
+    tags = _version_tags(history.settings, 1)
+    assert tags["hulk.promotion.decision"] == "promoted"
+    assert tags["hulk.promotion.previous_champion"] == "none"
+    assert tags["hulk.promotion.replaced_by"] == "3"
+
+
+def test_worse_version_is_refused_and_the_champion_stays(history: History) -> None:
+    worse = history.decisions[1]
+    assert not worse.promoted
+    assert (worse.candidate_value, worse.champion_value) == (pytest.approx(1.25), 1.10)
+    assert worse.previous_champion == 1 and worse.champion == 1
+    tags = _version_tags(history.settings, 2)
+    assert tags["hulk.promotion.decision"] == "refused"
+    assert tags["hulk.promotion.metric"] == "plan_cost_ratio_makespan"
+    assert float(tags["hulk.promotion.candidate_value"]) == pytest.approx(1.25)
+    assert float(tags["hulk.promotion.champion_value"]) == pytest.approx(1.10)
+    assert tags["hulk.promotion.previous_champion"] == "1"
+    assert "worse than champion version 1" in tags["hulk.promotion.reason"]
+    with registry.tracking(history.settings) as track:
+        run_tags = track.client.get_run(history.versions[1].run_id).data.tags
+    assert run_tags["hulk.promotion.decision"] == "refused"
+
+
+def test_better_version_is_promoted(history: History) -> None:
+    better = history.decisions[2]
+    assert better.promoted and better.previous_champion == 1 and better.champion == 3
+    assert registry.champion_exists(history.settings)
+    with registry.tracking(history.settings) as track:
+        assert track.client.get_model_version_by_alias("hulk-gnn", "champion").version == 3
+    assert _version_tags(history.settings, 3)["hulk.promotion.champion_value"] == "1.1"
+
+
+def test_load_by_alias_gives_the_identical_tensors(history: History) -> None:
+    state_dict, config, info = registry.load_model_files(history.settings)
+    expected = _linear(3).state_dict()
+    assert state_dict.keys() == expected.keys()
+    assert all(torch.equal(state_dict[key], expected[key]) for key in expected)
+    assert config == {"in_features": 4, "out_features": 3, "seed": 3}
+    assert (info.version, info.alias, info.run_id) == (3, "champion", history.versions[2].run_id)
+    assert info.metrics["plan_cost_ratio_makespan"] == pytest.approx(1.05)
+    challenger, _, info = registry.load_model_files(history.settings, alias="challenger")
+    assert info.version == 3 and torch.equal(challenger["weight"], expected["weight"])
+
+
+def test_models_alias_uri_downloads_the_plain_files(history: History, tmp_path: Path) -> None:
+    import mlflow.artifacts
+
+    with registry.tracking(history.settings):
+        local = Path(
+            mlflow.artifacts.download_artifacts(
+                artifact_uri="models:/hulk-gnn@champion", dst_path=str(tmp_path)
+            )
+        )
+    assert sorted(p.name for p in local.iterdir()) == ["config.json", "state_dict.pt"]
+    assert json.loads((local / "config.json").read_text())["seed"] == 3
+
+
+def test_metrics_are_stored_per_epoch_with_steps(history: History) -> None:
+    run_id = history.versions[0].run_id
+    with registry.tracking(history.settings) as track:
+        loss = track.client.get_metric_history(run_id, "loss")
+        run = track.client.get_run(run_id)
+    assert sorted((m.step, m.value) for m in loss) == [
+        (1, 1.0),
+        (2, 0.5),
+        (3, pytest.approx(1 / 3)),
+    ]
+    assert run.data.metrics["test_node_accuracy"] == pytest.approx(0.8)
+    assert run.data.params["model.hidden"] == "4" and run.data.params["lr"] == "0.003"
+    assert run.data.tags["seed"] == "1" and run.info.status == "FINISHED"
+
+
+def test_artifacts_are_present(history: History) -> None:
+    run_id = history.versions[0].run_id
+    with registry.tracking(history.settings) as track:
+        client = track.client
+        top = {a.path for a in client.list_artifacts(run_id)}
+        model = {a.path for a in client.list_artifacts(run_id, "model")}
+        plots = {a.path for a in client.list_artifacts(run_id, "plots")}
+        local = Path(client.download_artifacts(run_id, "fleet_map.png"))
+    assert top == {"model", "plots", "fleet_map.png"}
+    assert model == {"model/state_dict.pt", "model/config.json"}
+    assert plots == {"plots/learning_curves.png"}
+    assert local.read_bytes() == PLOT
+    folder = registry.artifact_location(history.settings)
+    assert (folder / run_id / "artifacts" / "model" / "state_dict.pt").is_file()
+
+
+def test_registry_without_a_champion_says_so(history: History) -> None:
+    settings = history.settings.model_copy(
+        update={"mlflow": MlflowSettings(registered_model="no-champion")}
+    )
+    with pytest.raises(InputError, match=r"\[registry\.no_champion\] no champion model yet"):
+        registry.load_model_files(settings)
+    _train(settings, seed=4, ratio=1.0, plots=Path(__file__))
+    assert not registry.champion_exists(settings)
+    with pytest.raises(InputError, match="no champion model yet: run `hulk train`"):
+        registry.load_model_files(settings)
+
+
+def test_tampered_weights_are_refused(history: History) -> None:
+    settings = history.settings.model_copy(
+        update={"mlflow": MlflowSettings(registered_model="tampered")}
+    )
+    version = _train(settings, seed=5, ratio=1.0, plots=Path(__file__))
+    assert registry.promote_if_better(settings, version).promoted
+    weights = registry.artifact_location(settings) / version.run_id / "artifacts" / "model"
+    torch.save({"weight": torch.zeros(3, 4)}, weights / "state_dict.pt")
+    with pytest.raises(InputError, match=r"\[registry\.corrupt\]"):
+        registry.load_model_files(settings)
+
+
+def test_missing_candidate_metric_is_refused(history: History) -> None:
+    decision = registry.promote_if_better(history.settings, 2, metric="no_such_metric")
+    assert not decision.promoted and decision.champion == 3
+    assert "has no finite no_such_metric" in decision.reason
+
+
+def test_higher_is_better_direction(history: History) -> None:
+    # Version 2's accuracy equals the champion's (0.8): a tie is not worse, so it is promoted.
+    settings = history.settings.model_copy(
+        update={"mlflow": MlflowSettings(registered_model="by-accuracy")}
+    )
+    first = _train(settings, seed=6, ratio=1.0, plots=Path(__file__))
+    second = _train(settings, seed=7, ratio=2.0, plots=Path(__file__))
+    registry.promote_if_better(settings, first, "test_node_accuracy", lower_is_better=False)
+    tie = registry.promote_if_better(settings, second, "test_node_accuracy", lower_is_better=False)
+    assert tie.promoted and tie.previous_champion == first.version
+    assert "(higher is better)" in tie.reason
+
+
+def test_bad_inputs_fail_before_a_run_is_created(history: History) -> None:
+    settings = history.settings
+    with registry.tracking(settings) as track:
+        before = len(track.client.search_runs([track.experiment_id]))
+    good = {"state_dict": _linear(0).state_dict(), "config": {"a": 1}}
+    with pytest.raises(ValueError, match="both per-epoch"):
+        registry.log_training_run(settings, {}, [{"loss": 1.0}], {"loss": 0.5}, **good)
+    with pytest.raises(ValueError, match=r"Out of range float values"):
+        registry.log_training_run(
+            settings, {}, [], {}, state_dict=good["state_dict"], config={"x": math.nan}
+        )
+    with pytest.raises(TypeError, match=r"history\[0\]\.loss"):
+        registry.log_training_run(settings, {}, [{"loss": "low"}], {}, **good)
+    with pytest.raises(ValueError, match="reserved"):
+        registry.log_training_run(settings, {}, [], {}, artifacts={"model/x": __file__}, **good)
+    with registry.tracking(settings) as track:
+        assert len(track.client.search_runs([track.experiment_id])) == before
+
+
+def test_tracking_restores_the_global_mlflow_state(history: History) -> None:
+    import mlflow
+
+    before = (mlflow.get_tracking_uri(), os.environ.get("MLFLOW_TRACKING_URI"))
+    with registry.tracking(history.settings) as track:
+        assert mlflow.get_tracking_uri() == track.tracking_uri
+        assert mlflow.get_registry_uri() == track.tracking_uri
+        with mlflow.start_run() as run:  # the fluent API lands in the configured experiment
+            mlflow.log_metric("x", 1.0, step=2)
+        assert run.info.experiment_id == track.experiment_id
+    assert (mlflow.get_tracking_uri(), os.environ.get("MLFLOW_TRACKING_URI")) == before
