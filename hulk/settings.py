@@ -207,6 +207,9 @@ class AssignSettings(Section):
     placements_dir: Annotated[Path, Field(strict=False)] = Path("data/placements")
     # gnn | teacher | A | B | C (hulk.assign.STRATEGIES); teacher until a GNN is registered.
     strategy: Literal["gnn", "teacher", "A", "B", "C"] = "teacher"
+    # A GNN makespan above this × the jobs one after another under the best of Systems A, B, C
+    # is clearly wrong: the teacher's placements are used instead, and the file says why.
+    gnn_fallback_ratio: PositiveFloat = 1.0
 
 
 class ModelSettings(Section):

@@ -1,0 +1,69 @@
+"""The GNN strategy's assembly: probabilities → Algorithm 1 → planner → quick check."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hulk.errors import InputError
+from hulk.gnn import gnn_placements
+from hulk.jobs import Job
+from hulk.settings import Settings
+from tests.fleets import fleet_of
+
+# Four 100 GB machines: 0-1 close together, 2-3 close together; 200 ms, 100 Mbit/s between pairs.
+NEAR, FAR = (0.001, 1.25e9), (0.2, 1.25e7)
+LINKS = {(0, 1): NEAR, (2, 3): NEAR, (0, 2): FAR, (0, 3): FAR, (1, 2): FAR, (1, 3): FAR}
+BIG = Job("big", 10, 8, 1024, 512, 64, 4)  # 160 GB of state: needs two machines
+SMALL = Job("small", 5, 8, 1024, 512, 64, 4)  # 80 GB: one machine
+
+
+def fleet():
+    return fleet_of([1e14] * 4, [100.0] * 4, LINKS)
+
+
+def test_good_probabilities_give_the_predicted_groups(settings: Settings) -> None:
+    # Size order: big (class 0), small (class 1); idle is class 2.
+    proba = np.array([[0.8, 0.1, 0.1], [0.8, 0.1, 0.1], [0.1, 0.8, 0.1], [0.1, 0.2, 0.7]])
+    outcome = gnn_placements([SMALL, BIG], fleet(), proba, [1, 0], settings)
+    assert outcome.fallback_reason is None
+    small, big = outcome.placements
+    assert big.status == "placed" and set(big.nodes) == {0, 1}
+    assert small.status == "placed" and set(small.nodes) <= {2, 3}
+    assert big.estimate.feasible and small.estimate.feasible
+
+
+def test_clearly_worse_plan_falls_back(settings: Settings) -> None:
+    # The model splits the big job across the slow 200 ms link: feasible, but slower than
+    # running both jobs in turn under the best baseline allows with a strict ratio.
+    proba = np.array([[0.8, 0.1, 0.1], [0.1, 0.8, 0.1], [0.8, 0.1, 0.1], [0.1, 0.1, 0.8]])
+    strict = settings.model_copy(
+        update={"assign": settings.assign.model_copy(update={"gnn_fallback_ratio": 1e-6})}
+    )
+    outcome = gnn_placements([BIG, SMALL], fleet(), proba, [0, 1], strict)
+    assert outcome.placements is None
+    assert "exceeds" in outcome.fallback_reason
+
+
+def test_job_left_without_memory_is_queued(settings: Settings) -> None:
+    huge = Job("huge", 20, 8, 1024, 512, 64, 4)  # 320 GB: all four machines
+    proba = np.array([[0.9, 0.05, 0.05]] * 4)
+    outcome = gnn_placements([huge, SMALL], fleet(), proba, [0, 1], settings)
+    first, second = outcome.placements
+    assert first.status == "placed" and second.status == "queued"
+    assert "GB free" in second.reason
+
+
+def test_group_that_cannot_hold_its_job_falls_back(settings: Settings) -> None:
+    # Machines 0 and 2 hold the big job's memory only across an unreachable pair.
+    cut = {(0, 1): NEAR, (2, 3): NEAR}
+    split = fleet_of([1e14] * 4, [100.0] * 4, cut)
+    proba = np.array([[0.8, 0.1, 0.1], [0.1, 0.1, 0.8], [0.8, 0.1, 0.1], [0.1, 0.1, 0.8]])
+    outcome = gnn_placements([BIG], split, proba[:, [0, 2]], [0], settings)
+    assert outcome.placements is None and "cannot run" in outcome.fallback_reason
+
+
+def test_job_the_fleet_can_never_host_is_an_error(settings: Settings) -> None:
+    giant = Job("giant", 30, 8, 1024, 512, 64, 4)  # 480 GB > 400 GB
+    with pytest.raises(InputError, match="giant"):
+        gnn_placements([giant], fleet(), np.full((4, 2), 0.5), [0], settings)
