@@ -324,7 +324,7 @@ def assign(
     jobs: Annotated[Path | None, typer.Option(help="Jobs file (params: assign.jobs_file).")] = None,
     strategy: Annotated[
         str | None,
-        typer.Option(help="gnn | teacher | A | B | C (params: assign.strategy)."),
+        typer.Option(help="auto | gnn | teacher | A | B | C (params: assign.strategy)."),
     ] = None,
     out_dir: Annotated[
         Path | None,

@@ -340,12 +340,21 @@ def assign(
     started = now or pl.utc_now()
     jobs_file = jobs_file or settings.assign.jobs_file
     strategy = strategy or settings.assign.strategy
-    check_strategy(strategy)
+    if strategy == "auto":  # the GNN once a champion model is registered, else the teacher
+        from hulk.registry import champion_exists
+
+        strategy = "gnn" if champion_exists(settings) else "teacher"
+    if strategy != "gnn":  # the GNN's own check is loading the champion
+        check_strategy(strategy)
     out_dir = out_dir or settings.assign.placements_dir
     seed = settings.seed if seed is None else seed
     jobs = load_jobs(jobs_file)
-    fleet, _, _ = load_fleet(data_dir, settings)
-    placed = assign_jobs(jobs, fleet, strategy, settings, seed)
+    fleet, inventory, links = load_fleet(data_dir, settings)
+    model_record = None
+    if strategy == "gnn":
+        placed, model_record = _gnn_assign(jobs, fleet, inventory, links, settings, seed)
+    else:
+        placed = assign_jobs(jobs, fleet, strategy, settings, seed)
     info = pl.fleet_info(fleet, data_dir / schemas.LINKS_FILE, data_dir / schemas.INVENTORY_FILE)
     doc = pl.build_document(
         placed,
@@ -357,6 +366,7 @@ def assign(
         seed=seed,
         started=started,
         generated_at=now,
+        model=model_record,
     )
     path = pl.write_placements(doc, out_dir)
     return StepResult(
@@ -368,6 +378,42 @@ def assign(
             "makespan_s": doc["makespan_s"],
         },
     )
+
+
+def _gnn_assign(
+    jobs: list,
+    fleet: Fleet,
+    inventory: pd.DataFrame,
+    links: pd.DataFrame,
+    settings: Settings,
+    seed: int,
+) -> tuple[list, dict]:
+    """The champion GNN + Algorithm 1 + planner; the teacher's plan when the quick check fails.
+
+    Returns the placements and the placements file's ``model`` record (name, version, alias,
+    and ``fallback``: why the teacher's plan was used instead, or null).
+    """
+    from hulk.assign import assign as assign_jobs
+    from hulk.corpus import encode_inputs
+    from hulk.gnn import gnn_placements
+    from hulk.model import HulkGNN, ModelConfig, predict_proba
+    from hulk.registry import load_model_files
+
+    state_dict, config, version = load_model_files(settings, alias="champion")
+    model = HulkGNN(ModelConfig.from_dict(config))
+    model.load_state_dict(state_dict)
+    inputs, order = encode_inputs(inventory, links, jobs, settings)
+    proba = predict_proba(model, inputs).numpy()
+    outcome = gnn_placements(jobs, fleet, proba, order, settings)
+    record = {
+        "name": version.name,
+        "version": str(version.version),
+        "alias": version.alias,
+        "fallback": outcome.fallback_reason,
+    }
+    if outcome.placements is None:
+        return assign_jobs(jobs, fleet, "teacher", settings, seed), record
+    return outcome.placements, record
 
 
 def evaluate(

@@ -205,8 +205,9 @@ class AssignSettings(Section):
     # The upcoming jobs (CONTRACTS.md jobs file) and where `hulk assign` writes placements.
     jobs_file: Annotated[Path, Field(strict=False)] = Path("data/jobs/upcoming.yaml")
     placements_dir: Annotated[Path, Field(strict=False)] = Path("data/placements")
-    # gnn | teacher | A | B | C (hulk.assign.STRATEGIES); teacher until a GNN is registered.
-    strategy: Literal["gnn", "teacher", "A", "B", "C"] = "teacher"
+    # gnn | teacher | A | B | C (hulk.assign.STRATEGIES), or auto: gnn once a champion model
+    # is registered, teacher until then.
+    strategy: Literal["auto", "gnn", "teacher", "A", "B", "C"] = "auto"
     # A GNN makespan above this × the jobs one after another under the best of Systems A, B, C
     # is clearly wrong: the teacher's placements are used instead, and the file says why.
     gnn_fallback_ratio: PositiveFloat = 1.0
