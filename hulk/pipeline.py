@@ -393,13 +393,15 @@ def _gnn_assign(
     Returns the placements and the placements file's ``model`` record (name, version, alias,
     and ``fallback``: why the teacher's plan was used instead, or null).
     """
+    from hulk.registry import load_model_files
+
+    state_dict, config, version = load_model_files(settings, alias="champion")
+
     from hulk.assign import assign as assign_jobs
     from hulk.corpus import encode_inputs
     from hulk.gnn import gnn_placements
     from hulk.model import HulkGNN, ModelConfig, predict_proba
-    from hulk.registry import load_model_files
 
-    state_dict, config, version = load_model_files(settings, alias="champion")
     model = HulkGNN(ModelConfig.from_dict(config))
     model.load_state_dict(state_dict)
     inputs, order = encode_inputs(inventory, links, jobs, settings)
