@@ -1,0 +1,672 @@
+"""The labelled training corpus: generated fleets × job mixes, labelled by the teacher search.
+
+The GNN learns to do in one forward pass what the cost-model teacher (`hulk.teacher`) does by
+search: give every machine to a job, or leave it idle. This module builds what it learns from.
+
+**A sample** is one (fleet, job mix) labelled by the teacher: a plain dict that
+``torch.load(weights_only=True)`` reads back,
+
+* ``x`` float32 [n, len(NODE_FEATURES)], ``edge_index`` long [2, E], ``edge_attr`` float32
+  [E, len(EDGE_FEATURES)] — `hulk.graph.build_fleet_graph`, machines in node_id order, every
+  link once per direction;
+* ``jobs`` float32 [J, len(JOB_FEATURES)] — `job_features` of the jobs in *size order*
+  (`order_jobs`: descending ``min_memory_bytes``, then descending ``params``, then name);
+* ``y`` long [n] — class k (0 ≤ k < J) for a machine the teacher's plan gives to the k-th job in
+  size order, J ("idle") for every other machine: machines the plans leave out, drained
+  (failed) machines, and the machines of none of the queued jobs (a queued job has no class
+  members);
+* ``active`` bool [n] — the machine may be used (status ``active``);
+* ``fleet`` int, ``mix`` int — the sample's fleet id (−1 for the real, current fleet) and mix
+  number; ``makespan_s`` float — the teacher's fleet makespan (cost model, `hulk.cost`).
+
+Which split a sample belongs to is not in the sample: `Corpus` keeps ``train``, ``val`` and
+``test`` lists and a manifest.
+
+**Inference** encodes a fleet and its jobs with the same code: `encode_inputs` (graph tensors,
+job features in size order and the order itself, so class k maps back to
+``jobs[order[k]]``).
+
+**Fleets** (`corpus_fleet`), a pure function of (seed, fleet id, settings), so that any fleet of
+a corpus can be rebuilt from its manifest:
+
+* ``synthetic`` (share 1 − `paper_share`): the `synthetic-1000` preset (80 data-centre cities,
+  heavy-tailed city sizes, per-city hardware leanings) generated with a per-fleet seed; a random
+  number of its cities (`cities`, capped by the size), further cities added in random order
+  until they hold the fleet's size, then that many machines drawn from them. Sizes are
+  log-uniform in [`min_machines`, `max_machines`]. Network policy blocks a share of the
+  cross-city pairs drawn from `blocked_pair_fraction`;
+* ``paper`` (share `paper_share`): the `paper-47` preset (the published fleet's twelve places
+  and hardware mix, shuffled by a per-fleet seed, the paper's blocking policy), each machine's
+  hardware redrawn from the synthetic tables with probability `hardware_perturb`, and a random
+  subset of [min(`min_machines`, 47), 47] machines kept;
+* then a share of the machines drawn from `drained_fraction` is marked ``drained`` (failed),
+  node ids are renumbered 0..n−1 (in the preset's order) and the links are
+  `hulk.generate.expected_links` (the link table the latency model implies: no logs).
+
+**Job mixes** (`corpus_mix`): `min_jobs`..`max_jobs` jobs, each a preset (`PRESET_JOBS`) or, with
+probability `perturb_share`, a perturbed variant: parameters scaled log-uniformly in
+`params_scale` (layers and hidden by its cube root), global batch in `batch_scale`, sequence
+length and micro batch halved, kept or doubled; with probability `priority_share` a job gets
+priority 1. A job the fleet could never host (`hulk.teacher.never_fits`) is drawn again. Names
+are unique within a mix: a preset keeps its name, a variant gets ``_v1``, ``_v2`` … (numbered
+by the draws of its preset). A preset drawn again is always a variant, so no two jobs of a mix
+are the same and every class is well defined.
+
+**Split** (`split_of`): by a sha256 hash of (seed, fleet id), uniform in [0, 1): below
+`test_fraction` → test, below `test_fraction + val_fraction` → val, else train. Every mix of a
+fleet is in its fleet's split, so no test fleet is ever seen in training, and a fleet keeps its
+split when the corpus grows (more fleets) — only the fractions are approximate.
+
+**Labelling** (`build_corpus`) runs one task per fleet (fleet, its mixes, one teacher search per
+mix) on a `ProcessPoolExecutor(max_workers=workers)` (spawned processes; ``workers=1`` runs in
+this process). The teacher's seed for mix m of fleet f is derived from (seed, f, m) and the
+teacher's budget is `CorpusSettings.max_evaluations` (the nightly teacher's other settings), so
+the corpus is the same whatever the worker count — as long as the wall-clock safety cap
+`CorpusSettings.time_budget_s` never binds (the manifest records each search's ``stopped_by``).
+
+**Files** (`save_corpus` / `load_corpus`): ``<name>.pt`` (torch.save of dicts, lists, tensors,
+ints, floats and strings: loadable with ``weights_only=True``) and the manifest
+``<name>.json`` beside it, each written atomically; the manifest is written last.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import multiprocessing
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from hulk import io, schemas
+from hulk.cost import Fleet
+from hulk.generate import expected_links
+from hulk.graph import EDGE_FEATURES, NODE_FEATURES, build_fleet_graph
+from hulk.jobs import GB, PRESET_JOBS, Job, job_to_dict, parse_jobs
+from hulk.presets import CAPABILITY_SHARE, GPU_COUNTS, GPU_MEMORY_GB, PAPER, build_fleet
+from hulk.settings import CorpusSettings, Settings, TeacherSettings
+from hulk.teacher import IDLE, PLACED, TeacherResult, never_fits, teacher_search
+
+__all__ = [
+    "EDGE_FEATURES",
+    "JOB_FEATURES",
+    "NODE_FEATURES",
+    "SPLITS",
+    "Corpus",
+    "FleetSpec",
+    "build_corpus",
+    "corpus_fleet",
+    "corpus_mix",
+    "corpus_teacher",
+    "encode_inputs",
+    "job_features",
+    "load_corpus",
+    "make_sample",
+    "manifest_path",
+    "mix_jobs",
+    "order_jobs",
+    "sample_seed",
+    "save_corpus",
+    "split_of",
+]
+
+FORMAT = 1  # version of the saved corpus layout
+SPLITS: tuple[str, ...] = ("train", "val", "test")
+SYNTHETIC_SOURCE = "synthetic-1000"  # the preset synthetic fleets are cut from
+CURRENT_FLEET = -1  # fleet id of a sample of the real, current fleet
+
+JOB_FEATURES: tuple[str, ...] = (
+    "log10_params",
+    "log2_layers",
+    "log2_hidden",
+    "log2_seq_len",
+    "log2_global_batch",
+    "log2_micro_batch",
+    "log10_min_memory_gb",
+    "memory_share",  # min_memory_bytes / the fleet's active memory
+    "log10_flops",  # work per iteration, FLOPs
+    "priority",
+)
+
+# Seed-sequence tags: one independent stream per purpose.
+_TAG_FLEET, _TAG_MIX, _TAG_TEACHER = 0x434F5250, 0x4D4958, 0x54454143
+_MAX_REDRAWS = 50  # attempts at drawing a job the fleet can host
+
+
+# --- job encoding (shared with inference) -----------------------------------------------------
+
+
+def order_jobs(jobs: Sequence[Job]) -> list[int]:
+    """Input positions of `jobs` in size order: the class order of a sample.
+
+    Descending ``min_memory_bytes``, ties by descending ``params``, then by name (then by input
+    position, for lists with repeated names).
+    """
+    return sorted(
+        range(len(jobs)),
+        key=lambda j: (-jobs[j].min_memory_bytes, -jobs[j].params, jobs[j].name, j),
+    )
+
+
+def job_features(jobs: Sequence[Job], active_memory_bytes: float) -> np.ndarray:
+    """float32 [len(jobs), len(JOB_FEATURES)]: one row per job, in the order given.
+
+    `active_memory_bytes` is the fleet's active (not drained) GPU memory, the denominator of
+    ``memory_share``. Callers pass the jobs in `order_jobs` order to get a sample's ``jobs``.
+    """
+    if active_memory_bytes <= 0:
+        raise ValueError(f"active_memory_bytes must be positive (got {active_memory_bytes})")
+    rows = [
+        (
+            math.log10(job.params),
+            math.log2(job.layers),
+            math.log2(job.hidden),
+            math.log2(job.seq_len),
+            math.log2(job.global_batch),
+            math.log2(job.micro_batch),
+            math.log10(job.min_memory_bytes / GB),
+            job.min_memory_bytes / active_memory_bytes,
+            math.log10(job.flops_per_iteration),
+            float(job.priority),
+        )
+        for job in jobs
+    ]
+    return np.asarray(rows, dtype=np.float32).reshape(len(rows), len(JOB_FEATURES))
+
+
+def encode_inputs(
+    inventory: pd.DataFrame, links: pd.DataFrame, jobs: Sequence[Job], settings: Settings
+) -> tuple[dict[str, torch.Tensor], list[int]]:
+    """The model's inputs for a fleet and its jobs, and the size order of the jobs.
+
+    Returns (``{"x", "edge_index", "edge_attr", "jobs", "active"}``, order): the tensors of a
+    sample (machines in node_id order) without the labels, and `order_jobs(jobs)`, so that
+    class k of the model is ``jobs[order[k]]`` and class ``len(jobs)`` is idle.
+    """
+    inventory = inventory.sort_values("node_id", kind="stable").reset_index(drop=True)
+    graph = build_fleet_graph(
+        inventory, links, settings.hardware, settings.graph.bandwidth_tiers, snapshot=""
+    )
+    active = (inventory["status"] == schemas.STATUS_ACTIVE).fillna(False).to_numpy(bool)
+    active_memory = float(inventory["memory_gb"].to_numpy(float)[active].sum()) * GB
+    order = order_jobs(jobs)
+    features = job_features([jobs[j] for j in order], active_memory)
+    tensors = {
+        "x": graph.data.x,
+        "edge_index": graph.data.edge_index,
+        "edge_attr": graph.data.edge_attr,
+        "jobs": torch.from_numpy(features),
+        "active": torch.from_numpy(active.copy()),
+    }
+    return tensors, order
+
+
+# --- samples ----------------------------------------------------------------------------------
+
+
+def corpus_teacher(settings: Settings) -> TeacherSettings:
+    """The teacher settings of corpus labelling: the nightly teacher with the corpus budget."""
+    return settings.teacher.model_copy(
+        update={
+            "max_evaluations": settings.corpus.max_evaluations,
+            "time_budget_s": settings.corpus.time_budget_s,
+        }
+    )
+
+
+def _label(
+    inventory: pd.DataFrame,
+    links: pd.DataFrame,
+    jobs: Sequence[Job],
+    settings: Settings,
+    seed: int,
+    teacher: TeacherSettings,
+    fleet: int,
+    mix: int,
+) -> tuple[dict[str, Any], TeacherResult, list[int]]:
+    """One labelled sample, the teacher's result and the size order of the jobs."""
+    inventory = inventory.sort_values("node_id", kind="stable").reset_index(drop=True)
+    tensors, order = encode_inputs(inventory, links, jobs, settings)
+    cost_fleet = Fleet.from_frames(
+        inventory, links, settings.hardware, settings.graph.bandwidth_tiers
+    )
+    result = teacher_search(list(jobs), cost_fleet, teacher, settings.planner, seed)
+    # Teacher labels are input positions (−1 idle); classes are size-order ranks (J idle).
+    rank = np.empty(len(jobs) + 1, np.int64)
+    rank[np.asarray(order, np.int64)] = np.arange(len(jobs))
+    rank[len(jobs)] = len(jobs)
+    labels = np.where(result.labels == IDLE, len(jobs), result.labels)
+    y = rank[labels]
+    sample: dict[str, Any] = {
+        **tensors,
+        "y": torch.from_numpy(np.ascontiguousarray(y, dtype=np.int64)),
+        "fleet": int(fleet),
+        "mix": int(mix),
+        "makespan_s": float(result.makespan_s),
+    }
+    return sample, result, order
+
+
+def make_sample(
+    inventory: pd.DataFrame,
+    links: pd.DataFrame,
+    jobs: Sequence[Job],
+    settings: Settings,
+    seed: int,
+    *,
+    teacher: TeacherSettings | None = None,
+    fleet: int = CURRENT_FLEET,
+    mix: int = 0,
+) -> dict[str, Any]:
+    """Label one (fleet, jobs) with the teacher search: a sample (module docstring).
+
+    The teacher runs with `teacher` (default: ``settings.teacher``, the nightly teacher — what
+    "the current fleet's teacher plan" of a nightly run uses; the corpus passes
+    `corpus_teacher`). `fleet` defaults to −1, the id of the real, current fleet. Raises the
+    teacher's `InputError` when a job could never run on the fleet.
+    """
+    teacher = settings.teacher if teacher is None else teacher
+    sample, _, _ = _label(inventory, links, jobs, settings, seed, teacher, fleet, mix)
+    return sample
+
+
+# --- fleets and mixes -------------------------------------------------------------------------
+
+
+def _rng(seed: int, tag: int, *keys: int) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence([seed & (2**63 - 1), tag, *keys]))
+
+
+def sample_seed(seed: int, fleet: int, mix: int) -> int:
+    """The teacher's seed for mix `mix` of fleet `fleet` of the corpus built with `seed`."""
+    state = np.random.SeedSequence([seed & (2**63 - 1), _TAG_TEACHER, fleet, mix])
+    return int(state.generate_state(1, np.uint64)[0] >> np.uint64(1))
+
+
+def split_of(seed: int, fleet: int, settings: CorpusSettings) -> str:
+    """The split of a fleet: a hash of (seed, fleet id) against the split fractions."""
+    digest = hashlib.sha256(f"hulk-corpus:{seed}:{fleet}".encode()).digest()
+    u = int.from_bytes(digest[:8], "big") / 2.0**64
+    if u < settings.test_fraction:
+        return "test"
+    if u < settings.test_fraction + settings.val_fraction:
+        return "val"
+    return "train"
+
+
+def _uniform(rng: np.random.Generator, low: float, high: float) -> float:
+    return float(low + (high - low) * rng.random())
+
+
+def _log_uniform(rng: np.random.Generator, low: float, high: float) -> float:
+    return float(math.exp(_uniform(rng, math.log(low), math.log(high))))
+
+
+def _redraw_hardware(frame: pd.DataFrame, rows: np.ndarray, rng: np.random.Generator) -> None:
+    """Give machines `rows` new hardware drawn from the synthetic presets' tables."""
+    capabilities = np.array(list(CAPABILITY_SHARE))
+    share = np.array(list(CAPABILITY_SHARE.values()))
+    counts = np.array([count for count, _ in GPU_COUNTS])
+    count_share = np.array([weight for _, weight in GPU_COUNTS])
+    for row in rows.tolist():
+        capability = float(capabilities[rng.choice(len(share), p=share / share.sum())])
+        options = GPU_MEMORY_GB[capability]
+        per_gpu = np.array([gb for gb, _ in options], dtype=float)
+        weights = np.array([w for _, w in options])
+        gb = float(per_gpu[rng.choice(len(per_gpu), p=weights / weights.sum())])
+        gpus = int(counts[rng.choice(len(counts), p=count_share / count_share.sum())])
+        frame.loc[row, ["compute_capability", "memory_gb"]] = [capability, gpus * gb]
+        frame.loc[row, "gpu_count"] = gpus
+
+
+@dataclass(frozen=True)
+class FleetSpec:
+    """How a corpus fleet was made (the manifest's record of it)."""
+
+    fleet: int
+    split: str
+    source: str  # "paper-47" | "synthetic-1000"
+    preset_seed: int
+    machines: int
+    active: int
+    cities: int
+    links: int
+    blocked_pair_fraction: float | None  # None: the paper's own blocking policy
+    perturbed_machines: int  # paper fleets: machines with redrawn hardware
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def corpus_fleet(
+    seed: int, fleet: int, settings: Settings
+) -> tuple[pd.DataFrame, pd.DataFrame, FleetSpec]:
+    """(inventory, links, spec) of fleet `fleet` of the corpus built with `seed`.
+
+    A pure function of its arguments (module docstring, "Fleets").
+    """
+    cs = settings.corpus
+    rng = _rng(seed, _TAG_FLEET, fleet)
+    preset_seed = int(rng.integers(0, 2**31 - 1))
+    generate = settings.generate.model_copy(update={"drained_fraction": 0.0})
+    perturbed = 0
+    blocked: float | None = None
+    if rng.random() < cs.paper_share:
+        source = PAPER
+        base = build_fleet(PAPER, preset_seed, generate)
+        changed = np.flatnonzero(rng.random(len(base)) < cs.hardware_perturb)
+        _redraw_hardware(base, changed, rng)
+        perturbed = len(changed)
+        low = min(cs.min_machines, len(base))
+        n = int(rng.integers(low, len(base) + 1))
+        keep = np.sort(rng.choice(len(base), size=n, replace=False))
+    else:
+        source = SYNTHETIC_SOURCE
+        base = build_fleet(SYNTHETIC_SOURCE, preset_seed, generate)
+        n = round(_log_uniform(rng, cs.min_machines, cs.max_machines))
+        n = min(max(n, 1), len(base))
+        city = base["city"].astype(str).to_numpy()
+        names = pd.unique(city)
+        most = min(cs.max_cities, len(names), n)
+        wanted = int(rng.integers(min(cs.min_cities, most), most + 1))
+        order = names[rng.permutation(len(names))]
+        sizes = pd.Series(city).value_counts()
+        chosen = max(wanted, int(np.searchsorted(np.cumsum(sizes[order].to_numpy()), n)) + 1)
+        pool = np.flatnonzero(np.isin(city, order[:chosen]))
+        keep = np.sort(rng.choice(pool, size=n, replace=False))
+        blocked = round(
+            _uniform(rng, cs.blocked_pair_fraction.low, cs.blocked_pair_fraction.high), 4
+        )
+        generate = generate.model_copy(update={"blocked_pair_fraction": blocked})
+    inventory = base.iloc[keep].reset_index(drop=True)
+    inventory["node_id"] = np.arange(len(inventory), dtype=np.int64)
+    share = _uniform(rng, cs.drained_fraction.low, cs.drained_fraction.high)
+    drained = min(round(share * len(inventory)), len(inventory) - 1)
+    status = np.full(len(inventory), schemas.STATUS_ACTIVE, dtype=object)
+    status[rng.choice(len(inventory), size=drained, replace=False)] = schemas.STATUS_DRAINED
+    inventory["status"] = status
+    inventory = schemas.conform(inventory, schemas.INVENTORY)
+    links = expected_links(inventory, preset_seed, generate)
+    spec = FleetSpec(
+        fleet=fleet,
+        split=split_of(seed, fleet, cs),
+        source=source,
+        preset_seed=preset_seed,
+        machines=len(inventory),
+        active=len(inventory) - drained,
+        cities=int(inventory["city"].nunique()),
+        links=len(links),
+        blocked_pair_fraction=blocked,
+        perturbed_machines=perturbed,
+    )
+    return inventory, links, spec
+
+
+def _variant(base: Job, name: str, rng: np.random.Generator, cs: CorpusSettings) -> Job:
+    """A perturbed copy of a preset job (module docstring, "Job mixes")."""
+    scale = _log_uniform(rng, cs.params_scale.low, cs.params_scale.high)
+    shape = scale ** (1.0 / 3.0)
+    batch = _log_uniform(rng, cs.batch_scale.low, cs.batch_scale.high)
+    global_batch = max(1, round(base.global_batch * batch))
+    micro = base.micro_batch * 2.0 ** int(rng.integers(-1, 2))
+    return Job(
+        name=name,
+        params_b=float(f"{base.params_b * scale:.4g}"),
+        layers=max(2, round(base.layers * shape)),
+        hidden=max(64, round(base.hidden * shape / 64) * 64),
+        seq_len=max(128, round(base.seq_len * 2.0 ** int(rng.integers(-1, 2)))),
+        global_batch=global_batch,
+        micro_batch=int(min(max(1, micro), global_batch)),
+    )
+
+
+def corpus_mix(seed: int, fleet: int, mix: int, settings: Settings, cost_fleet: Fleet) -> list[Job]:
+    """The jobs of mix `mix` of fleet `fleet` (module docstring, "Job mixes"), in draw order.
+
+    `cost_fleet` is the fleet they are drawn for: a job it could never host is drawn again.
+    """
+    cs = settings.corpus
+    rng = _rng(seed, _TAG_MIX, fleet, mix)
+    count = int(rng.integers(cs.min_jobs, cs.max_jobs + 1))
+    presets = list(PRESET_JOBS.values())
+    jobs: list[Job] = []
+    used: dict[str, int] = {}
+    for _ in range(count):
+        for _ in range(_MAX_REDRAWS):
+            base = presets[int(rng.integers(len(presets)))]
+            copies = used.get(base.name, 0) + 1
+            # A preset drawn again is always a variant: no two jobs of a mix look the same,
+            # so the class of every job is well defined.
+            perturb = rng.random() < cs.perturb_share or copies > 1
+            priority = 1 if rng.random() < cs.priority_share else 0
+            name = f"{base.name}_v{copies}" if perturb else base.name
+            job = _variant(base, name, rng, cs) if perturb else base
+            job = Job(**{**job_to_dict(job), "name": name, "priority": priority})
+            if not never_fits([job], cost_fleet):
+                used[base.name] = copies
+                jobs.append(job)
+                break
+    return jobs
+
+
+# --- the corpus -------------------------------------------------------------------------------
+
+
+@dataclass
+class Corpus:
+    """Samples by split and the manifest describing them (module docstring)."""
+
+    train: list[dict[str, Any]] = field(default_factory=list)
+    val: list[dict[str, Any]] = field(default_factory=list)
+    test: list[dict[str, Any]] = field(default_factory=list)
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    def split(self, name: str) -> list[dict[str, Any]]:
+        """The samples of split `name` ("train", "val" or "test")."""
+        if name not in SPLITS:
+            raise KeyError(f"no split {name!r}; splits: {', '.join(SPLITS)}")
+        return getattr(self, name)
+
+    def __len__(self) -> int:
+        return len(self.train) + len(self.val) + len(self.test)
+
+
+def _numpy_sample(sample: dict[str, Any]) -> dict[str, Any]:
+    """Tensors as numpy arrays, to cross process boundaries plainly."""
+    return {k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in sample.items()}
+
+
+def _torch_sample(sample: dict[str, Any]) -> dict[str, Any]:
+    return {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in sample.items()}
+
+
+def _mix_record(
+    seed: int, fleet: int, mix: int, jobs: Sequence[Job], result: TeacherResult, order: list[int]
+) -> dict[str, Any]:
+    placements = result.placements
+    return {
+        "fleet": fleet,
+        "mix": mix,
+        "seed": sample_seed(seed, fleet, mix),
+        # Class k of the sample is jobs[k] here (size order).
+        "jobs": [job_to_dict(jobs[j]) for j in order],
+        "machines": [len(placements[j].nodes) for j in order],
+        "queued": [placements[j].job.name for j in order if placements[j].status != PLACED],
+        "makespan_s": float(result.makespan_s),
+        "sum_s": float(result.sum_s),
+        "evaluations": int(result.evaluations),
+        "stopped_by": result.stopped_by,
+        "teacher_seconds": round(float(result.seconds), 3),
+    }
+
+
+def _label_fleet(seed: int, fleet: int, settings: Settings) -> dict[str, Any]:
+    """Build fleet `fleet`, draw its mixes and label each: the task of one worker."""
+    torch.set_num_threads(1)
+    started = time.perf_counter()
+    inventory, links, spec = corpus_fleet(seed, fleet, settings)
+    cost_fleet = Fleet.from_frames(
+        inventory, links, settings.hardware, settings.graph.bandwidth_tiers
+    )
+    teacher = corpus_teacher(settings)
+    samples, records = [], []
+    for mix in range(settings.corpus.mixes_per_fleet):
+        jobs = corpus_mix(seed, fleet, mix, settings, cost_fleet)
+        if not jobs:
+            continue
+        sample, result, order = _label(
+            inventory, links, jobs, settings, sample_seed(seed, fleet, mix), teacher, fleet, mix
+        )
+        samples.append(_numpy_sample(sample))
+        records.append({**_mix_record(seed, fleet, mix, jobs, result, order), "split": spec.split})
+    return {
+        "spec": spec.to_dict(),
+        "samples": samples,
+        "records": records,
+        "seconds": time.perf_counter() - started,
+    }
+
+
+def build_corpus(
+    settings: Settings,
+    seed: int,
+    workers: int,
+    progress: Callable[[int, int], None] | None = None,
+) -> Corpus:
+    """Generate `settings.corpus.fleets` fleets × `mixes_per_fleet` mixes and label them.
+
+    One task per fleet on `workers` processes (1: in this process); the result does not depend
+    on `workers` (module docstring, "Labelling"). Calls ``progress(done, total)`` after each
+    fleet. Samples are in (fleet, mix) order within each split.
+    """
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1 (got {workers})")
+    started = time.perf_counter()
+    total = settings.corpus.fleets
+    fleet_ids = list(range(total))
+    done: dict[int, dict[str, Any]] = {}
+
+    def finished(fleet: int, outcome: dict[str, Any]) -> None:
+        done[fleet] = outcome
+        if progress is not None:
+            progress(len(done), total)
+
+    if workers == 1:
+        for fleet in fleet_ids:
+            finished(fleet, _label_fleet(seed, fleet, settings))
+    else:
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            futures = {pool.submit(_label_fleet, seed, f, settings): f for f in fleet_ids}
+            for future in as_completed(futures):
+                finished(futures[future], future.result())
+
+    corpus = Corpus()
+    fleets, samples = [], []
+    busy = 0.0
+    for fleet in fleet_ids:
+        outcome = done[fleet]
+        fleets.append(outcome["spec"])
+        busy += outcome["seconds"]
+        for sample, record in zip(outcome["samples"], outcome["records"], strict=True):
+            corpus.split(record["split"]).append(_torch_sample(sample))
+            samples.append(record)
+    corpus.manifest = {
+        "format": FORMAT,
+        "seed": seed,
+        "settings": settings.corpus.model_dump(mode="json"),
+        "teacher": corpus_teacher(settings).model_dump(mode="json"),
+        "node_features": list(NODE_FEATURES),
+        "edge_features": list(EDGE_FEATURES),
+        "job_features": list(JOB_FEATURES),
+        "counts": {
+            name: {
+                "fleets": sum(spec["split"] == name for spec in fleets),
+                "samples": len(corpus.split(name)),
+            }
+            for name in SPLITS
+        },
+        "fleets": fleets,
+        "samples": samples,
+        # Not reproducible (timings): everything above is a function of (settings, seed).
+        "build": {
+            "workers": workers,
+            "seconds": round(time.perf_counter() - started, 3),
+            "task_seconds": round(busy, 3),
+            "time_capped": sum(r["stopped_by"] == "time" for r in samples),
+        },
+    }
+    return corpus
+
+
+# --- files ------------------------------------------------------------------------------------
+
+
+def manifest_path(path: str | Path) -> Path:
+    """The manifest beside a corpus file: ``corpus.pt`` → ``corpus.json``."""
+    return Path(path).with_suffix(".json")
+
+
+def save_corpus(corpus: Corpus, path: str | Path) -> Path:
+    """Write the corpus (``path``, torch) and its manifest (`manifest_path`), atomically.
+
+    Returns the manifest's path. The tensors file holds only dicts, lists, tensors, ints,
+    floats and strings, so ``torch.load(path, weights_only=True)`` reads it.
+    """
+    path = Path(path)
+    payload = {
+        "format": FORMAT,
+        "node_features": list(NODE_FEATURES),
+        "edge_features": list(EDGE_FEATURES),
+        "job_features": list(JOB_FEATURES),
+        "splits": {name: corpus.split(name) for name in SPLITS},
+    }
+    with io.atomic_path(path) as tmp:
+        torch.save(payload, tmp)
+    manifest = {**corpus.manifest, "file": path.name, "sha256": io.sha256_file(path)}
+    target = manifest_path(path)
+    io.write_text(target, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return target
+
+
+def load_corpus(path: str | Path) -> Corpus:
+    """Read a corpus written by `save_corpus` (``weights_only=True``; no arbitrary code runs).
+
+    Raises `ValueError` when the file's format or feature names differ from this code's.
+    """
+    path = Path(path)
+    payload = torch.load(path, weights_only=True)
+    if payload.get("format") != FORMAT:
+        raise ValueError(f"{path}: corpus format {payload.get('format')!r}, expected {FORMAT}")
+    expected = {
+        "node_features": list(NODE_FEATURES),
+        "edge_features": list(EDGE_FEATURES),
+        "job_features": list(JOB_FEATURES),
+    }
+    for key, names in expected.items():
+        if payload.get(key) != names:
+            raise ValueError(f"{path}: {key} {payload.get(key)} differ from the code's {names}")
+    manifest_file = manifest_path(path)
+    manifest = (
+        json.loads(manifest_file.read_text(encoding="utf-8")) if manifest_file.exists() else {}
+    )
+    splits = payload["splits"]
+    return Corpus(
+        train=list(splits["train"]),
+        val=list(splits["val"]),
+        test=list(splits["test"]),
+        manifest=manifest,
+    )
+
+
+def mix_jobs(record: dict[str, Any]) -> list[Job]:
+    """The jobs of a manifest sample record, in class (size) order."""
+    return parse_jobs({"jobs": record["jobs"]}, source="corpus manifest")
