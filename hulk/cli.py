@@ -253,6 +253,36 @@ def run(
         out.print(f"    {label:<14} {escape(str(path))}")
 
 
+@app.command()
+@reports_errors
+def train(
+    ctx: typer.Context,
+    data: Annotated[Path | None, typer.Option(help="Data folder (params: data_dir).")] = None,
+    seed: Annotated[int | None, typer.Option(help="Random seed (params: seed).")] = None,
+    workers: Annotated[int, typer.Option(min=1, help="Processes labelling the corpus.")] = 2,
+    rebuild_corpus: Annotated[
+        bool,
+        typer.Option("--rebuild-corpus", help="Build the corpus even if a matching one exists."),
+    ] = False,
+) -> None:
+    """Train the GNN on teacher-labelled fleets, evaluate, register in MLflow, promote."""
+    from hulk.registry import ui_command
+
+    settings = _settings(ctx)
+    started = time.perf_counter()
+    with progress_bar("labelling corpus fleets") as bar:
+        result = pipeline.train(
+            data or settings.data_dir,
+            settings,
+            seed=seed,
+            workers=workers,
+            rebuild_corpus=rebuild_corpus,
+            progress=bar,
+        )
+    report(result, "trained", started)
+    out.print(f"    compare versions: {escape(ui_command(settings))}")
+
+
 # --- assign, evaluate, replan -------------------------------------------------------------------
 
 

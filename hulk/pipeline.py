@@ -590,3 +590,123 @@ def replan(
             "makespan_s": doc["makespan_s"],
         },
     )
+
+
+# --- train --------------------------------------------------------------------------------------
+
+
+def train(
+    data_dir: Path,
+    settings: Settings,
+    seed: int | None = None,
+    workers: int = 2,
+    rebuild_corpus: bool = False,
+    progress: Progress = None,
+) -> StepResult:
+    """Train the GNN on the teacher-labelled corpus, evaluate it on held-out fleets, log and
+    register it in MLflow, and promote it to champion if it is not worse than the current one.
+
+    The corpus (`settings.corpus.path`) is built once and reused while its manifest matches the
+    corpus settings and seed; the current fleet's teacher plan (when `data_dir` has a fleet and
+    the upcoming jobs file exists) joins the training samples.
+    """
+    from hulk import corpus as corpora
+    from hulk.gnn_eval import evaluate_gnn
+    from hulk.jobs import load_jobs
+    from hulk.registry import log_training_run, promote_if_better
+    from hulk.train import train_model
+
+    seed = settings.seed if seed is None else seed
+    corpus = _corpus(settings, seed, workers, rebuild_corpus, progress)
+    train_samples = list(corpus.train)
+    current = None
+    if (data_dir / schemas.LINKS_FILE).exists() and settings.assign.jobs_file.exists():
+        from hulk.validation import read_inventory
+
+        inventory = read_inventory(data_dir / schemas.INVENTORY_FILE)
+        links = pd.read_parquet(data_dir / schemas.LINKS_FILE)
+        jobs = load_jobs(settings.assign.jobs_file)
+        current = corpora.make_sample(inventory, links, jobs, settings, seed)
+        train_samples.append(current)
+
+    history: list[dict] = []
+
+    def on_epoch(epoch: int, metrics: dict[str, float]) -> None:
+        history.append({"epoch": epoch, **metrics})
+
+    result = train_model(
+        train_samples, corpus.val, settings.model, settings.train, seed, on_epoch=on_epoch
+    )
+    metrics = evaluate_gnn(result.model, corpus, settings, split="test")
+    metrics.update(
+        train_seconds=result.seconds,
+        best_epoch=float(result.best_epoch),
+        best_val_accuracy=result.best.val_accuracy,
+    )
+    plots_dir = data_dir / "training"
+    plots_dir.mkdir(parents=True, exist_ok=True)
+    curve = _learning_curve(history, plots_dir / "learning_curves.png")
+    registered = log_training_run(
+        settings,
+        params={
+            "model": result.config.to_dict(),
+            "train": settings.train.model_dump(mode="json"),
+            "corpus": settings.corpus.model_dump(mode="json"),
+            "seed": seed,
+            "train_samples": len(train_samples),
+            "current_fleet_sample": current is not None,
+        },
+        history=history,
+        metrics=metrics,
+        state_dict=result.model.state_dict(),
+        config=result.config.to_dict(),
+        artifacts={"plots/learning_curves.png": curve},
+        run_name=f"train-seed{seed}",
+    )
+    decision = promote_if_better(settings, registered)
+    return StepResult(
+        outputs={"corpus": settings.corpus.path, "learning_curves": curve},
+        summary={
+            "version": registered.version,
+            "run_id": registered.run_id,
+            "promoted": decision.promoted,
+            "decision": decision.reason,
+            **{k: round(v, 4) for k, v in metrics.items()},
+        },
+    )
+
+
+def _corpus(settings: Settings, seed: int, workers: int, rebuild: bool, progress: Progress):
+    """The saved corpus if it was built from these corpus settings and seed, else a new one."""
+    from hulk import corpus as corpora
+
+    path = settings.corpus.path
+    wanted = settings.corpus.model_dump(mode="json")
+    if not rebuild and path.exists() and corpora.manifest_path(path).exists():
+        manifest = json.loads(corpora.manifest_path(path).read_text())
+        if manifest.get("seed") == seed and manifest.get("settings") == wanted:
+            return corpora.load_corpus(path)
+    corpus = corpora.build_corpus(settings, seed, workers, progress=progress)
+    corpora.save_corpus(corpus, path)
+    return corpus
+
+
+def _learning_curve(history: list[dict], path: Path) -> Path:
+    """Loss and accuracy per epoch (train and validation) as a PNG."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(9, 3.5))
+    FigureCanvasAgg(figure)
+    loss, accuracy = figure.subplots(1, 2)
+    epochs = [row["epoch"] for row in history]
+    for name in ("train", "val"):
+        loss.plot(epochs, [row[f"{name}_loss"] for row in history], label=name)
+        accuracy.plot(epochs, [row[f"{name}_accuracy"] for row in history], label=name)
+    loss.set(xlabel="epoch", ylabel="weighted cross-entropy", title="loss")
+    accuracy.set(xlabel="epoch", ylabel="node accuracy", title="accuracy", ylim=(0, 1))
+    loss.legend()
+    figure.tight_layout()
+    with io.atomic_path(path) as tmp:
+        figure.savefig(tmp, format="png", dpi=110)
+    return path

@@ -1,0 +1,98 @@
+"""How good the GNN's placements are on held-out fleets, measured against the teacher's.
+
+For every sample of a split (test by default), the fleet is rebuilt from the corpus manifest
+(`hulk.corpus.corpus_fleet` is a pure function of the corpus seed and fleet id), the model's
+probabilities go through the GNN strategy (`hulk.gnn.gnn_placements`: Algorithm 1, planner,
+quick check) and the result is compared with the teacher's labels and plans:
+
+* ``node_accuracy`` — active machines whose most likely class is the teacher's label;
+* ``plan_cost_ratio_makespan`` — GNN makespan / teacher makespan, averaged over samples where
+  the GNN's own plan stood (a fallback uses the teacher's plan: ratio 1 by construction, so
+  those samples are counted apart in ``fallback_rate``);
+* ``plan_cost_ratio_sum`` — the same for the sum of iteration times of the placed jobs;
+* ``gnn_seconds`` / ``teacher_seconds`` — time to place the mix (model, Algorithm 1 and the
+  stage planner) against the teacher's search time, and their ratio ``speedup``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from hulk.corpus import Corpus, corpus_fleet, mix_jobs
+from hulk.cost import Fleet
+from hulk.gnn import gnn_placements
+from hulk.model import HulkGNN, predict_proba
+from hulk.settings import Settings
+
+
+def evaluate_gnn(
+    model: HulkGNN, corpus: Corpus, settings: Settings, split: str = "test"
+) -> dict[str, float]:
+    """The metrics of the module docstring over one split of the corpus."""
+    samples = corpus.split(split)
+    records = [r for r in corpus.manifest["samples"] if r["split"] == split]
+    if len(records) != len(samples):
+        raise ValueError(f"{len(samples)} {split} samples but {len(records)} manifest records")
+    seed = int(corpus.manifest["seed"])
+    fleets: dict[int, Fleet] = {}
+    correct = counted = fallbacks = 0
+    makespan_ratios: list[float] = []
+    sum_ratios: list[float] = []
+    gnn_seconds: list[float] = []
+    teacher_seconds: list[float] = []
+    for sample, record in zip(samples, records, strict=True):
+        fleet_id = int(record["fleet"])
+        if fleet_id not in fleets:
+            inventory, links, _ = corpus_fleet(seed, fleet_id, settings)
+            fleets[fleet_id] = Fleet.from_frames(
+                inventory, links, settings.hardware, settings.graph.bandwidth_tiers
+            )
+        fleet = fleets[fleet_id]
+        jobs = mix_jobs(record)  # already in class (size) order
+        started = time.perf_counter()
+        proba = predict_proba(model, sample).numpy()
+        outcome = gnn_placements(jobs, fleet, proba, list(range(len(jobs))), settings)
+        gnn_seconds.append(time.perf_counter() - started)
+        teacher_seconds.append(float(record["teacher_seconds"]))
+
+        active = sample["active"].numpy().astype(bool)
+        predicted = proba.argmax(axis=1)
+        correct += int((predicted == sample["y"].numpy())[active].sum())
+        counted += int(active.sum())
+
+        if outcome.placements is None:
+            fallbacks += 1
+            continue
+        times = _placed_times(outcome.placements)
+        if record["makespan_s"] > 0 and times:
+            makespan_ratios.append(max(times) / float(record["makespan_s"]))
+        if record["sum_s"] > 0 and times:
+            sum_ratios.append(sum(times) / float(record["sum_s"]))
+    total_gnn, total_teacher = sum(gnn_seconds), sum(teacher_seconds)
+    return {
+        "samples": float(len(samples)),
+        "node_accuracy": correct / counted if counted else math.nan,
+        "plan_cost_ratio_makespan": _mean(makespan_ratios),
+        "plan_cost_ratio_sum": _mean(sum_ratios),
+        "fallback_rate": fallbacks / len(samples) if samples else math.nan,
+        "gnn_seconds": total_gnn,
+        "teacher_seconds": total_teacher,
+        "speedup": total_teacher / total_gnn if total_gnn > 0 else math.nan,
+    }
+
+
+def _placed_times(placements: Sequence[Any]) -> list[float]:
+    return [
+        p.estimate.iteration_s
+        for p in placements
+        if p.status == "placed" and p.estimate is not None and p.estimate.feasible
+    ]
+
+
+def _mean(values: list[float]) -> float:
+    return float(np.mean(values)) if values else math.nan
