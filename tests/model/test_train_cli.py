@@ -1,0 +1,60 @@
+"""`hulk train` end to end on a tiny corpus: real MLflow (sqlite), then `hulk assign` uses it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from typer.testing import CliRunner
+
+from hulk.cli import app
+
+REPO = Path(__file__).resolve().parents[2]
+runner = CliRunner()
+
+
+def invoke(*args: object):
+    return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+
+def test_train_registers_a_champion_that_assign_then_uses(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    params = tmp_path / "params.yaml"
+    params.write_text(
+        yaml.safe_dump(
+            {
+                "data_dir": str(data),
+                "generate": {"days": 2, "probe_interval_s": 3600, "throughput_interval_s": 10800},
+                "corpus": {
+                    "fleets": 6,
+                    "mixes_per_fleet": 1,
+                    "max_machines": 40,
+                    "max_jobs": 3,
+                    "path": str(data / "corpus" / "corpus.pt"),
+                },
+                "train": {"epochs": 3},
+                "assign": {"jobs_file": str(REPO / "data" / "jobs" / "upcoming.yaml")},
+            }
+        )
+    )
+    # Before any training the default strategy is the teacher.
+    result = invoke("--params", params, "run", "--data", data)
+    assert result.exit_code == 0, result.output
+    latest = data / "placements" / "latest.json"
+    assert json.loads(latest.read_text())["strategy"] == "teacher"
+
+    result = invoke("--params", params, "train", "--workers", 1)
+    assert result.exit_code == 0, result.output
+    assert "promoted: True" in result.output and "version: 1" in result.output
+    assert (data / "mlruns.db").exists() and (data / "training" / "learning_curves.png").exists()
+
+    result = invoke("--params", params, "assign", "--data", data, "--out", data / "placements")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(latest.read_text())
+    assert doc["strategy"] == "gnn"
+    assert doc["model"]["name"] == "hulk-gnn" and doc["model"]["alias"] == "champion"
+    assert doc["model"]["version"] == "1"
+    # Placed or queued, every job is accounted for; a fallback says why.
+    assert len(doc["jobs"]) == 4
+    assert doc["model"]["fallback"] is None or "GNN" in doc["model"]["fallback"]
