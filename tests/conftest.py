@@ -12,6 +12,13 @@ REPO = Path(__file__).resolve().parents[1]
 HULK47 = REPO.parent / "shared" / "datasets" / "hulk-47"
 
 
+@pytest.fixture(autouse=True)
+def isolated_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run every test in its own empty folder: relative defaults (data/, the MLflow database
+    under data/) never touch, or depend on, the developer's own data folder."""
+    monkeypatch.chdir(tmp_path)
+
+
 @pytest.fixture
 def settings() -> Settings:
     return Settings()

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from hulk.cli import app
 
 runner = CliRunner()
+REPO = Path(__file__).resolve().parents[2]
 
 # A small, fast window: two days, hourly latency probes.
 TINY = {
@@ -21,7 +22,8 @@ TINY = {
         "days": 2,
         "probe_interval_s": 3600,
         "throughput_interval_s": 3 * 3600,
-    }
+    },
+    "assign": {"jobs_file": str(REPO / "data" / "jobs" / "upcoming.yaml")},
 }
 
 
