@@ -203,22 +203,15 @@ class GxSession:
         """
         from great_expectations.core.run_identifier import RunIdentifier
 
-        definition, rules = self._definition(suite, checks)
-        result_format = {
-            "result_format": "COMPLETE",
-            "partial_unexpected_count": self.examples,
-            "exclude_unexpected_values": True,
-            "include_unexpected_rows": False,
-            "return_unexpected_index_query": False,
-        }
+        checkpoint, rules = self._definition(suite, checks)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            outcome = definition.run(
+            result = checkpoint.run(
                 batch_parameters={"dataframe": frame},
                 expectation_parameters=dict(parameters or {}),
-                result_format=result_format,
                 run_id=RunIdentifier(run_name=batch, run_time=self.run_time),
             )
+        (outcome,) = result.run_results.values()
         record = self.suites.setdefault(suite, SuiteRecord())
         record.batches += 1
         if not outcome.success:
@@ -256,7 +249,24 @@ class GxSession:
             definition = self.context.validation_definitions.add_or_update(
                 gx.ValidationDefinition(name=suite, data=batch_definition, suite=expectation_suite)
             )
-            self._definitions[suite] = (definition, {c.rule: c.severity for c in made})
+            # One checkpoint per suite, run once per batch (a checkpoint passes one set of
+            # batch parameters to all its definitions). No actions: the Data Docs are built
+            # once at the end (`build_docs`), not after every one of 90 partitions.
+            checkpoint = self.context.checkpoints.add_or_update(
+                gx.Checkpoint(
+                    name=suite,
+                    validation_definitions=[definition],
+                    actions=[],
+                    result_format={
+                        "result_format": "COMPLETE",
+                        "partial_unexpected_count": self.examples,
+                        "exclude_unexpected_values": True,
+                        "include_unexpected_rows": False,
+                        "return_unexpected_index_query": False,
+                    },
+                )
+            )
+            self._definitions[suite] = (checkpoint, {c.rule: c.severity for c in made})
         return self._definitions[suite]
 
     # --- docs -------------------------------------------------------------------------------
