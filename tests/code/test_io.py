@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -39,3 +40,13 @@ def test_parquet_is_byte_identical_for_identical_frames(tmp_path: Path) -> None:
     io.write_parquet(tmp_path / "one.parquet", frame)
     io.write_parquet(tmp_path / "two.parquet", frame.copy())
     assert io.sha256_file(tmp_path / "one.parquet") == io.sha256_file(tmp_path / "two.parquet")
+
+
+def test_outputs_follow_the_umask_not_mkstemps_0600(tmp_path: Path) -> None:
+    target = tmp_path / "latest.json"
+    old = os.umask(0o022)
+    try:
+        io.write_text(target, "{}")
+    finally:
+        os.umask(old)
+    assert target.stat().st_mode & 0o777 == 0o644  # readable by the scheduler's own user
