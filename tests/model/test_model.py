@@ -16,6 +16,7 @@ from hulk.model import (
     ModelConfig,
     batch_targets,
     make_batch,
+    model_from_state,
     predict_proba,
 )
 
@@ -253,8 +254,7 @@ def test_reloaded_weights_give_identical_outputs() -> None:
     buffer.seek(0)
     state = torch.load(buffer, weights_only=True)
 
-    reloaded = HulkGNN(ModelConfig.from_dict(json.loads(json.dumps(config.to_dict()))))
-    reloaded.load_state_dict(state)
+    reloaded = model_from_state(json.loads(json.dumps(config.to_dict())), state)
     assert torch.equal(reloaded.x_std, model.x_std)  # the input scaling travels with the weights
     assert torch.equal(predict_proba(reloaded, samples[0]), predict_proba(model, samples[0]))
 
