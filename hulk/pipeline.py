@@ -400,10 +400,9 @@ def _gnn_assign(
     from hulk.assign import assign as assign_jobs
     from hulk.corpus import encode_inputs
     from hulk.gnn import gnn_placements
-    from hulk.model import HulkGNN, ModelConfig, predict_proba
+    from hulk.model import model_from_state, predict_proba
 
-    model = HulkGNN(ModelConfig.from_dict(config))
-    model.load_state_dict(state_dict)
+    model = model_from_state(config, state_dict)
     inputs, order = encode_inputs(inventory, links, jobs, settings)
     proba = predict_proba(model, inputs).numpy()
     outcome = gnn_placements(jobs, fleet, proba, order, settings)
