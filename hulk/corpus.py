@@ -76,7 +76,7 @@ import json
 import math
 import multiprocessing
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -508,8 +508,12 @@ def _mix_record(
     }
 
 
-def _label_fleet(seed: int, fleet: int, settings: Settings) -> dict[str, Any]:
-    """Build fleet `fleet`, draw its mixes and label each: the task of one worker."""
+def label_fleet(seed: int, fleet: int, settings: Settings) -> dict[str, Any]:
+    """Build fleet `fleet`, draw its mixes and label each: the task of one worker.
+
+    A pure function of its arguments (timings aside), so any executor may run it: the
+    process pool of `build_corpus`, or a Dask cluster; `assemble_corpus` joins the outcomes.
+    """
     torch.set_num_threads(1)
     started = time.perf_counter()
     inventory, links, spec = corpus_fleet(seed, fleet, settings)
@@ -561,19 +565,36 @@ def build_corpus(
 
     if workers == 1:
         for fleet in fleet_ids:
-            finished(fleet, _label_fleet(seed, fleet, settings))
+            finished(fleet, label_fleet(seed, fleet, settings))
     else:
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            futures = {pool.submit(_label_fleet, seed, f, settings): f for f in fleet_ids}
+            futures = {pool.submit(label_fleet, seed, f, settings): f for f in fleet_ids}
             for future in as_completed(futures):
                 finished(futures[future], future.result())
 
+    return assemble_corpus(settings, seed, done, workers, time.perf_counter() - started)
+
+
+def assemble_corpus(
+    settings: Settings,
+    seed: int,
+    outcomes: Mapping[int, dict[str, Any]],
+    workers: int,
+    seconds: float,
+) -> Corpus:
+    """The corpus from every fleet's `label_fleet` outcome (keyed by fleet id), in fleet order.
+
+    `workers` and `seconds` only go into the manifest's ``build`` record (not reproducible).
+    """
+    missing = sorted(set(range(settings.corpus.fleets)) - set(outcomes))
+    if missing:
+        raise ValueError(f"no labelling outcome for fleet(s) {missing[:10]}")
     corpus = Corpus()
     fleets, samples = [], []
     busy = 0.0
-    for fleet in fleet_ids:
-        outcome = done[fleet]
+    for fleet in range(settings.corpus.fleets):
+        outcome = outcomes[fleet]
         fleets.append(outcome["spec"])
         busy += outcome["seconds"]
         for sample, record in zip(outcome["samples"], outcome["records"], strict=True):
@@ -599,7 +620,7 @@ def build_corpus(
         # Not reproducible (timings): everything above is a function of (settings, seed).
         "build": {
             "workers": workers,
-            "seconds": round(time.perf_counter() - started, 3),
+            "seconds": round(seconds, 3),
             "task_seconds": round(busy, 3),
             "time_capped": sum(r["stopped_by"] == "time" for r in samples),
         },
