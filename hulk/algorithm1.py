@@ -1,132 +1,122 @@
 """Algorithm 1 of the Hulk paper: turn per-machine class probabilities into machine groups.
 
 The graph neural network gives every machine a probability for each job of the mix (jobs in
-size order, largest first, as `hulk.corpus.order_jobs` sorts them) and for "idle". The groups
-are peeled off greedily, one job at a time, largest job first:
+size order, largest first, as `hulk.corpus.order_jobs` sorts them) and for "idle". Groups are
+formed greedily, one job at a time, largest job first, from the machines still free
+(`hulk.gnn.gnn_placements` drives the loop). For each job this module proposes a few
+*candidate pools*; the stage planner lays the job out on each, the fastest plan wins, and the
+machines that plan leaves unused go back to the free pool for the next job:
 
-1. the job's *core* is the free machines whose most likely class is that job;
-2. if the core's GPU memory is below the job's need, free machines are added in order of their
-   probability for that job (highest first) until the need is met — machines the model meant
-   for a smaller job or for idle included, since a large job that cannot run at all costs more
-   than a small job that has to look elsewhere;
-3. if the free machines together cannot meet the need, the job may take machines from the
-   groups already formed, as long as each of those groups still meets its own job's need
-   (surplus the model gave a larger job rather than leave a smaller one waiting), highest
-   probability for the waiting job first;
-4. if that is still not enough, the job waits (`queued`, with the memory it needs and the
-   memory left) and its machines go back to the pool.
+1. the **probability group** — the free machines whose most likely class is the job (its
+   *core*), topped up with further free machines in order of their probability for the job
+   until the pool holds ``group_slack`` × the job's layers (memory counts in whole layers, as
+   in the planner: `hulk.planner.layer_capacity`); slack above 1 lets the planner drop the
+   machines the model got wrong instead of having to use them;
+2. up to ``site_candidates`` **site regions** — sites (machines within a few milliseconds of
+   each other, `hulk.planner.site_labels`) ranked by the job's probability mass (the sum of its
+   probabilities over the site's free machines); region t starts at the t-th ranked site and
+   adds the next ranked sites until it holds ``site_slack`` × the job's layers. The teacher's
+   plans almost always keep a job inside one site or a few neighbouring ones; the regions
+   make the grouping robust to a model that spreads a job's probability over the right site
+   but ranks single machines poorly.
 
-Drained machines are never used. A job the whole fleet could never host is not this function's
-business: the caller rejects it before (`hulk.teacher.never_fits`). Ties are broken by machine
-index, so the result is deterministic.
+A job whose pools cannot hold its layers waits (`queued`). Drained machines are never used.
+Ties are broken by machine and site index, so the pools are deterministic.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 
 GB = 1e9
 
 
-@dataclass(frozen=True)
-class Groups:
-    """One entry per job (size order): the fleet indices of its group, or None and why not."""
-
-    members: list[np.ndarray | None]
-    reasons: list[str | None]
-
-
-def groups_from_probabilities(
-    proba: np.ndarray,
-    need_bytes: np.ndarray,
-    memory_bytes: np.ndarray,
-    active: np.ndarray,
-) -> Groups:
-    """Disjoint machine groups meeting each job's memory need (module docstring).
+def probability_group(
+    proba_job: np.ndarray,
+    favourite: np.ndarray,
+    free: np.ndarray,
+    capacity: np.ndarray,
+    layers: int,
+    slack: float,
+) -> np.ndarray:
+    """The job's core plus its most likely other free machines, up to `slack` × `layers`.
 
     Args:
-        proba: [n, J + 1] class probabilities; column k is the k-th job in size order, the
-            last column is idle.
-        need_bytes: [J] memory each job needs (its model state), in the same order.
-        memory_bytes: [n] GPU memory of each machine.
-        active: [n] False for drained machines.
+        proba_job: [n] each machine's probability for this job.
+        favourite: [n] True where this job is the machine's most likely class.
+        free: [n] True for active machines no earlier job has taken.
+        capacity: [n] layers of this job each machine holds (`hulk.planner.layer_capacity`).
+        layers: the job's layer count.
+        slack: pool size as a multiple of `layers` (≥ 1).
     """
-    proba = np.asarray(proba, dtype=float)
-    jobs = proba.shape[1] - 1
-    if len(need_bytes) != jobs:
-        raise ValueError(f"{jobs} job columns in proba but {len(need_bytes)} memory needs")
-    memory = np.asarray(memory_bytes, dtype=float)
-    free = np.asarray(active, dtype=bool).copy()
-    favourite = proba.argmax(axis=1)
-    members: list[np.ndarray | None] = []
-    reasons: list[str | None] = []
-    for job in range(jobs):
-        need = float(need_bytes[job])
-        core = np.flatnonzero(free & (favourite == job))
-        have = memory[core].sum()
-        group = list(core)
-        if have < need:
-            others = np.flatnonzero(free & (favourite != job))
-            # Highest probability for this job first; the index breaks ties.
-            ranked = others[np.lexsort((others, -proba[others, job]))]
-            for machine in ranked:
-                if have >= need:
-                    break
-                group.append(int(machine))
-                have += memory[machine]
-        if have < need:
-            have, group = _borrow(proba, job, need, have, group, members, need_bytes, memory)
-        if have < need:
-            members.append(None)
-            reasons.append(
-                f"needs {need / GB:,.0f} GB; {memory[free].sum() / GB:,.0f} GB free "
-                "until a running job finishes"
-            )
-            continue
-        chosen = np.sort(np.asarray(group, dtype=np.int64))
-        free[chosen] = False
-        members.append(chosen)
-        reasons.append(None)
-    return Groups(members=members, reasons=reasons)
+    core = np.flatnonzero(free & favourite)
+    held = int(capacity[core].sum())
+    wanted = slack * layers
+    if held >= wanted:
+        return core
+    others = np.flatnonzero(free & ~favourite & (capacity > 0))
+    ranked = others[np.lexsort((others, -proba_job[others]))]  # highest first, index breaks ties
+    reach = np.cumsum(capacity[ranked]) + held
+    enough = np.searchsorted(reach, wanted)  # first prefix reaching the wanted layers
+    return np.sort(np.concatenate([core, ranked[: enough + 1]]))
 
 
-def _borrow(
-    proba: np.ndarray,
-    job: int,
-    need: float,
-    have: float,
-    group: list[int],
-    members: list[np.ndarray | None],
-    need_bytes: np.ndarray,
-    memory: np.ndarray,
-) -> tuple[float, list[int]]:
-    """Take surplus machines of earlier groups for `job` (step 3); changes `members` only when
-    that meets the job's need."""
-    spare = [
-        (float(proba[machine, job]), int(machine), donor)
-        for donor, owned in enumerate(members)
-        if owned is not None
-        for machine in owned
-    ]
-    spare.sort(key=lambda item: (-item[0], item[1]))
-    left = {d: float(memory[g].sum()) for d, g in enumerate(members) if g is not None}
-    taken: dict[int, list[int]] = {}
-    for _, machine, donor in spare:
-        if have >= need:
-            break
-        if left[donor] - memory[machine] >= float(need_bytes[donor]):
-            left[donor] -= memory[machine]
-            taken.setdefault(donor, []).append(machine)
-            group.append(machine)
-            have += memory[machine]
-    if have >= need:
-        for donor, machines in taken.items():
-            owned = members[donor]
-            assert owned is not None
-            members[donor] = owned[~np.isin(owned, machines)]
-    else:
-        group = group[: len(group) - sum(len(m) for m in taken.values())]
-        have = float(memory[group].sum()) if group else 0.0
-    return have, group
+def site_regions(
+    proba_job: np.ndarray,
+    free: np.ndarray,
+    capacity: np.ndarray,
+    layers: int,
+    sites: np.ndarray,
+    slack: float,
+    count: int,
+) -> list[np.ndarray]:
+    """Up to `count` regions of whole sites, each grown from a different top-ranked site.
+
+    Sites are ranked by the job's probability mass over their free machines; region t takes
+    the free machines of ranked sites t, t + 1, … until it holds `slack` × `layers` layers.
+    Regions that cannot hold the job's layers are left out.
+    """
+    usable = free & (capacity > 0)
+    if not usable.any() or count < 1:
+        return []
+    site_count = int(sites.max()) + 1
+    mass = np.bincount(sites[usable], weights=proba_job[usable], minlength=site_count)
+    held = np.bincount(sites[usable], weights=capacity[usable], minlength=site_count)
+    ranked = [int(s) for s in np.lexsort((np.arange(site_count), -mass)) if held[s] > 0]
+    regions: list[np.ndarray] = []
+    for start in range(min(count, len(ranked))):
+        chosen = np.cumsum(held[ranked[start:]])
+        enough = int(np.searchsorted(chosen, slack * layers))
+        picked = ranked[start : start + enough + 1]
+        if held[picked].sum() < layers:
+            break  # later starts see fewer sites: they cannot hold the job either
+        regions.append(np.flatnonzero(usable & np.isin(sites, picked)))
+    return regions
+
+
+def candidate_pools(
+    proba_job: np.ndarray,
+    favourite: np.ndarray,
+    free: np.ndarray,
+    capacity: np.ndarray,
+    layers: int,
+    sites: np.ndarray,
+    group_slack: float,
+    site_slack: float,
+    site_candidates: int,
+) -> list[np.ndarray]:
+    """The pools the planner tries for one job, most trusted first (module docstring).
+
+    Only pools holding the job's layers are returned, without duplicates; empty when the free
+    machines cannot hold the job.
+    """
+    pools: list[np.ndarray] = []
+    group = probability_group(proba_job, favourite, free, capacity, layers, group_slack)
+    if int(capacity[group].sum()) >= layers:
+        pools.append(group)
+    for region in site_regions(
+        proba_job, free, capacity, layers, sites, site_slack, site_candidates
+    ):
+        if not any(np.array_equal(region, pool) for pool in pools):
+            pools.append(region)
+    return pools

@@ -1,16 +1,21 @@
 """The GNN strategy: the model classifies machines, Algorithm 1 forms groups, the planner lays out.
 
 1. The model gives each machine a probability per job of the mix (size order) and for idle.
-2. `hulk.algorithm1.groups_from_probabilities` peels off one memory-feasible group per job.
-3. `hulk.planner.plan_job` lays each group out (replicas, pipeline order, layers per stage).
-4. A quick check guards the result: a group the planner cannot lay out, or a mix whose
-   makespan (jobs side by side) exceeds `assign.gnn_fallback_ratio` × the time of running the
-   jobs one after another under the best of Systems A, B and C, is clearly wrong; then the
-   caller uses the teacher's placements instead, and the reason returned goes into the
-   placements file.
+2. Jobs are placed one at a time, largest first. For each, `hulk.algorithm1.candidate_pools`
+   proposes a few pools of free machines (the machines the model gives the job, with some
+   slack, and regions of the sites where its probability mass lies); `hulk.planner.plan_job`
+   lays the job out on each (replicas, pipeline order, layers per stage) and the fastest plan
+   wins. Pools are tried in order and the search stops as soon as a plan is no slower than the
+   slowest job placed so far (a faster one could not shorten the makespan). The machines the
+   winning plan leaves out go back to the free pool for the next job.
+3. A quick check guards the result: a mix whose makespan (jobs side by side) exceeds
+   `assign.gnn_fallback_ratio` × the time of running the jobs one after another under the best
+   of Systems A, B and C is clearly wrong; then the caller uses the teacher's placements
+   instead, and the reason returned goes into the placements file.
 
 Jobs the whole fleet can never host are rejected up front with the teacher's `InputError`, as
-in every concurrent strategy.
+in every concurrent strategy. A job the free machines cannot hold after the larger jobs took
+theirs waits (`queued`, with the memory it needs and the memory left).
 """
 
 from __future__ import annotations
@@ -21,13 +26,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hulk.algorithm1 import groups_from_probabilities
+from hulk.algorithm1 import GB, candidate_pools
 from hulk.assign import QUEUED, placed, waiting, whole_fleet_baselines
-from hulk.cost import Fleet
+from hulk.cost import Cost, Fleet, Plan
 from hulk.errors import InputError
 from hulk.jobs import Job
 from hulk.placements import JobPlacement
-from hulk.planner import plan_job
+from hulk.planner import layer_capacity, plan_job, site_labels
 from hulk.settings import Settings
 from hulk.teacher import never_fits
 
@@ -38,7 +43,8 @@ class GnnOutcome:
 
     placements: list[JobPlacement] | None
     fallback_reason: str | None
-    inference_s: float  # model forward pass and Algorithm 1, without the stage planner
+    grouping_s: float  # Algorithm 1: candidate pools (the model's forward pass is the caller's)
+    planner_s: float  # the stage planner on the candidate pools
 
 
 def gnn_placements(
@@ -47,45 +53,72 @@ def gnn_placements(
     proba: np.ndarray,
     order: Sequence[int],
     settings: Settings,
+    sites: np.ndarray | None = None,
 ) -> GnnOutcome:
-    """Placements from class probabilities [n, J + 1] (class k = jobs[order[k]], J = idle)."""
+    """Placements from class probabilities [n, J + 1] (class k = jobs[order[k]], J = idle).
+
+    `sites` (`hulk.planner.site_labels` of the fleet) may be passed when it is already known.
+    """
     started = time.perf_counter()
     impossible = never_fits(list(jobs), fleet)
     if impossible:
         index, reason = next(iter(impossible.items()))
         raise InputError(None, "jobs.never_fits", f"job {jobs[index].name}: {reason}")
-    need = np.array([jobs[j].min_memory_bytes for j in order], dtype=float)
-    groups = groups_from_probabilities(proba, need, fleet.memory_bytes, fleet.active)
+    if sites is None:
+        sites = site_labels(fleet, settings.planner.site_latency_ms)
+    options = settings.assign
+    favourite = np.asarray(proba).argmax(axis=1)
+    free = fleet.active.copy()
     grouping_s = time.perf_counter() - started
-
+    planner_s = 0.0
     placements: dict[int, JobPlacement] = {}
+    slowest = 0.0
     sequential = 0.0  # the jobs one after another, each under its best baseline
     for rank, job_index in enumerate(order):
         job = jobs[job_index]
         baselines = whole_fleet_baselines(job, fleet)[0]
         sequential += min((b.iteration_s for b in baselines.values() if b.feasible), default=0.0)
-        members = groups.members[rank]
-        if members is None:
-            placements[job_index] = waiting(
-                job, fleet, QUEUED, groups.reasons[rank], baselines=baselines
+        tick = time.perf_counter()
+        pools = candidate_pools(
+            proba[:, rank],
+            favourite == rank,
+            free,
+            layer_capacity(job, fleet.memory_bytes),
+            job.layers,
+            sites,
+            options.gnn_group_slack,
+            options.gnn_site_slack,
+            options.gnn_site_candidates,
+        )
+        grouping_s += time.perf_counter() - tick
+        tick = time.perf_counter()
+        best: tuple[Plan, Cost] | None = None
+        for pool in pools:
+            plan, cost = plan_job(job, fleet, pool, settings.planner)
+            if plan is not None and cost.feasible:
+                if best is None or cost.iteration_s < best[1].iteration_s:
+                    best = (plan, cost)
+                if best[1].iteration_s <= slowest:
+                    break
+        planner_s += time.perf_counter() - tick
+        if best is None:
+            reason = (
+                f"needs {job.min_memory_bytes / GB:,.0f} GB; "
+                f"{fleet.memory_bytes[free].sum() / GB:,.0f} GB free until a running job finishes"
             )
+            placements[job_index] = waiting(job, fleet, QUEUED, reason, baselines=baselines)
             continue
-        plan, cost = plan_job(job, fleet, members, settings.planner)
-        if not cost.feasible:
-            return GnnOutcome(
-                None, f"the GNN's group for {job.name} cannot run it: {cost.reason}", grouping_s
-            )
+        plan, cost = best
+        free[list(plan.nodes)] = False
+        slowest = max(slowest, cost.iteration_s)
         placements[job_index] = placed(job, fleet, plan, cost, baselines=baselines)
-    makespan = max(
-        (p.estimate.iteration_s for p in placements.values() if p.estimate is not None),
-        default=0.0,
-    )
-    ratio = settings.assign.gnn_fallback_ratio
-    if sequential > 0 and makespan > ratio * sequential:
+    ratio = options.gnn_fallback_ratio
+    if sequential > 0 and slowest > ratio * sequential:
         return GnnOutcome(
             None,
-            f"the GNN's makespan ({makespan:.4g} s per iteration) exceeds {ratio:g} × the jobs "
+            f"the GNN's makespan ({slowest:.4g} s per iteration) exceeds {ratio:g} × the jobs "
             f"one after another under the best of Systems A, B, C ({sequential:.4g} s)",
             grouping_s,
+            planner_s,
         )
-    return GnnOutcome([placements[i] for i in range(len(jobs))], None, grouping_s)
+    return GnnOutcome([placements[i] for i in range(len(jobs))], None, grouping_s, planner_s)

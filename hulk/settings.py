@@ -50,7 +50,8 @@ class GenerateSettings(Section):
     preset: str = "paper-47"
     days: PositiveInt = 90
     # Last day of the generated window (UTC). Fixed, so the same params give the same bytes.
-    end_date: dt.date = dt.date(2026, 11, 20)
+    # Quoted in params.yaml (DVC cannot read a YAML date): an ISO string is accepted.
+    end_date: Annotated[dt.date, Field(strict=False)] = dt.date(2026, 11, 20)
     probe_interval_s: PositiveInt = 600
     throughput_interval_s: PositiveInt = 3600
     throughput_sizes_bytes: list[PositiveInt] = [1 << 20, 8 << 20, 64 << 20]
@@ -211,6 +212,11 @@ class AssignSettings(Section):
     # A GNN makespan above this × the jobs one after another under the best of Systems A, B, C
     # is clearly wrong: the teacher's placements are used instead, and the file says why.
     gnn_fallback_ratio: PositiveFloat = 1.0
+    # Algorithm 1's candidate pools (hulk.algorithm1): the probability group holds this many
+    # times the job's layers, each site region that many, and this many site regions are tried.
+    gnn_group_slack: Annotated[float, Field(ge=1.0)] = 1.5
+    gnn_site_slack: Annotated[float, Field(ge=1.0)] = 2.0
+    gnn_site_candidates: Annotated[int, Field(ge=0)] = 3
 
 
 class ModelSettings(Section):
@@ -318,6 +324,22 @@ class MlflowSettings(Section):
     registered_model: Annotated[str, Field(min_length=1)] = "hulk-gnn"
 
 
+class FlowsSettings(Section):
+    """The Prefect flows (flows/): where their fan-out runs and how failing steps are retried."""
+
+    # An existing Dask scheduler ("tcp://host:8786") for the fan-out steps (teacher labels over
+    # many fleets, per-day log validation); None: a local cluster started for the run.
+    dask_address: str | None = None
+    # Local cluster only: worker processes (one thread each; the labelling is CPU-bound).
+    dask_workers: PositiveInt = 2
+    # Local cluster only: False runs the workers as threads of the flow's process (tests).
+    dask_processes: bool = True
+    # Retries of the steps that touch files or the registry, with exponential back-off from
+    # retry_delay_s (a validation error is never retried: it fails the run at once).
+    retries: Annotated[int, Field(ge=0)] = 2
+    retry_delay_s: Annotated[float, Field(ge=0)] = 2.0
+
+
 class Settings(Section):
     seed: int = 7
     data_dir: Path = Path("data")
@@ -333,6 +355,7 @@ class Settings(Section):
     model: ModelSettings = ModelSettings()
     train: TrainSettings = TrainSettings()
     mlflow: MlflowSettings = MlflowSettings()
+    flows: FlowsSettings = FlowsSettings()
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
 

@@ -1,94 +1,78 @@
-"""Algorithm 1: class probabilities → disjoint groups that meet each job's memory need."""
+"""Algorithm 1: class probabilities → the candidate pools the planner tries for each job."""
 
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
-from hulk.algorithm1 import GB, groups_from_probabilities
+from hulk.algorithm1 import candidate_pools, probability_group, site_regions
 
-# Five machines of 100 GB; two jobs (size order) and idle.
-MEMORY = np.full(5, 100 * GB)
-ACTIVE = np.ones(5, bool)
-
-
-def proba(*rows: list[float]) -> np.ndarray:
-    return np.array(rows, dtype=float)
+# Six machines holding 4 layers each; sites: {0, 1}, {2, 3}, {4, 5}.
+CAPACITY = np.full(6, 4)
+SITES = np.array([0, 0, 1, 1, 2, 2])
+FREE = np.ones(6, bool)
 
 
-def test_predicted_groups_are_kept_when_they_fit() -> None:
-    p = proba(
-        [0.8, 0.1, 0.1],
-        [0.7, 0.2, 0.1],
-        [0.1, 0.8, 0.1],
-        [0.1, 0.1, 0.8],
-        [0.2, 0.1, 0.7],
-    )
-    groups = groups_from_probabilities(p, np.array([150, 80]) * GB, MEMORY, ACTIVE)
-    assert [g.tolist() for g in groups.members] == [[0, 1], [2]]
-    assert groups.reasons == [None, None]
+def test_core_that_holds_the_slack_is_kept_as_it_is() -> None:
+    p = np.array([0.9, 0.8, 0.1, 0.1, 0.2, 0.1])
+    group = probability_group(p, p > 0.5, FREE, CAPACITY, layers=6, slack=1.0)
+    assert group.tolist() == [0, 1]
 
 
-def test_short_group_is_topped_up_by_probability_for_that_job() -> None:
-    p = proba(
-        [0.8, 0.1, 0.1],  # job 0's core: 100 GB of the 250 it needs
-        [0.1, 0.8, 0.1],
-        [0.3, 0.1, 0.6],  # idle, but job 0's next best …
-        [0.2, 0.1, 0.7],  # … and then this one
-        [0.1, 0.1, 0.8],
-    )
-    groups = groups_from_probabilities(p, np.array([250, 80]) * GB, MEMORY, ACTIVE)
-    assert groups.members[0].tolist() == [0, 2, 3]
-    assert groups.members[1].tolist() == [1]
+def test_short_core_is_topped_up_by_probability_until_the_slack_is_held() -> None:
+    p = np.array([0.9, 0.1, 0.3, 0.1, 0.4, 0.2])
+    # Core {0} holds 4 of the 1.5 × 8 = 12 layers wanted: add 4 (0.4), then 2 (0.3).
+    group = probability_group(p, p > 0.5, FREE, CAPACITY, layers=8, slack=1.5)
+    assert group.tolist() == [0, 2, 4]
 
 
-def test_larger_job_takes_a_smaller_jobs_machine_and_the_smaller_one_looks_elsewhere() -> None:
-    p = proba(
-        [0.9, 0.05, 0.05],
-        [0.4, 0.5, 0.1],  # meant for job 1, job 0's best remaining choice
-        [0.1, 0.2, 0.7],
-        [0.1, 0.3, 0.6],
-        [0.1, 0.1, 0.8],
-    )
-    groups = groups_from_probabilities(p, np.array([200, 100]) * GB, MEMORY, ACTIVE)
-    assert groups.members[0].tolist() == [0, 1]
-    assert groups.members[1].tolist() == [3]  # its highest remaining probability
+def test_taken_machines_and_machines_holding_nothing_are_never_offered() -> None:
+    p = np.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.4])
+    free = np.array([False, True, True, True, True, True])
+    capacity = np.array([4, 4, 0, 4, 4, 4])
+    group = probability_group(p, np.zeros(6, bool), free, capacity, layers=8, slack=1.0)
+    assert group.tolist() == [1, 3]
 
 
-def test_groups_are_disjoint_and_never_use_drained_machines() -> None:
+def test_site_regions_start_at_each_top_ranked_site_and_grow_by_rank() -> None:
+    p = np.array([0.1, 0.1, 0.6, 0.5, 0.3, 0.3])  # mass: site 1 1.1, site 2 0.6, site 0 0.2
+    regions = site_regions(p, FREE, CAPACITY, layers=8, sites=SITES, slack=1.0, count=3)
+    assert [r.tolist() for r in regions] == [[2, 3], [4, 5], [0, 1]]
+    wider = site_regions(p, FREE, CAPACITY, layers=8, sites=SITES, slack=2.0, count=3)
+    # 16 layers wanted: two sites each; the last start has only site 0 after it, which holds
+    # fewer than wanted but still the job's 8 layers, so it stays a candidate.
+    assert [r.tolist() for r in wider] == [[2, 3, 4, 5], [0, 1, 4, 5], [0, 1]]
+
+
+def test_regions_that_cannot_hold_the_job_are_left_out() -> None:
+    p = np.array([0.1, 0.1, 0.6, 0.5, 0.3, 0.3])
+    free = np.array([True, False, True, True, True, False])  # sites hold 4, 8, 4 layers
+    regions = site_regions(p, free, CAPACITY, layers=12, sites=SITES, slack=1.0, count=3)
+    # From site 1: 8 + site 2's 4 = 12. From site 2: 4 + site 0's 4 = 8 < 12, and so on.
+    assert [r.tolist() for r in regions] == [[2, 3, 4]]
+
+
+def test_candidate_pools_put_the_model_group_first_without_duplicates() -> None:
+    p = np.array([0.1, 0.1, 0.6, 0.5, 0.3, 0.3])
+    pools = candidate_pools(p, p > 0.45, FREE, CAPACITY, 8, SITES, 1.0, 1.0, 3)
+    # The probability group {2, 3} is also the first site region: listed once.
+    assert [pool.tolist() for pool in pools] == [[2, 3], [4, 5], [0, 1]]
+
+
+def test_no_pool_when_the_free_machines_cannot_hold_the_job() -> None:
+    p = np.full(6, 0.5)
+    free = np.array([True, False, False, False, False, True])
+    assert candidate_pools(p, p > 0.4, free, CAPACITY, 12, SITES, 1.5, 2.0, 3) == []
+
+
+def test_pools_are_deterministic_and_use_only_free_machines() -> None:
     rng = np.random.default_rng(0)
-    p = rng.dirichlet(np.ones(4), size=40)
-    active = rng.random(40) > 0.2
-    memory = rng.choice([64, 96, 320], size=40) * GB
-    groups = groups_from_probabilities(p, np.array([900, 500, 200]) * GB, memory, active)
-    used = np.concatenate([g for g in groups.members if g is not None])
-    assert len(used) == len(set(used.tolist()))
-    assert active[used].all()
-    for group, need in zip(groups.members, [900, 500, 200], strict=True):
-        assert group is None or memory[group].sum() >= need * GB
-
-
-def test_a_waiting_job_takes_surplus_of_a_larger_group() -> None:
-    p = proba(
-        [0.6, 0.3, 0.1],
-        [0.6, 0.35, 0.05],
-        [0.6, 0.2, 0.2],
-        [0.6, 0.25, 0.15],
-        [0.6, 0.1, 0.3],
-    )  # the model gave job 0 all 500 GB; it needs 300
-    groups = groups_from_probabilities(p, np.array([300, 200]) * GB, MEMORY, ACTIVE)
-    assert groups.members[1].tolist() == [0, 1]  # job 1's two most likely machines
-    assert groups.members[0].tolist() == [2, 3, 4]  # still 300 GB
-
-
-def test_job_that_does_not_fit_what_is_free_waits() -> None:
-    p = proba(*[[0.6, 0.3, 0.1]] * 5)
-    groups = groups_from_probabilities(p, np.array([400, 200]) * GB, MEMORY, ACTIVE)
-    assert groups.members[0].tolist() == [0, 1, 2, 3, 4]  # nothing to spare above 400 GB
-    assert groups.members[1] is None
-    assert groups.reasons[1] == "needs 200 GB; 0 GB free until a running job finishes"
-
-
-def test_shapes_must_agree() -> None:
-    with pytest.raises(ValueError, match="2 job columns"):
-        groups_from_probabilities(np.ones((5, 3)), np.array([1.0]), MEMORY, ACTIVE)
+    n = 60
+    p = rng.random(n)
+    free = rng.random(n) > 0.3
+    capacity = rng.integers(0, 6, n)
+    sites = rng.integers(0, 9, n)
+    first = candidate_pools(p, p > 0.7, free, capacity, 20, sites, 1.5, 2.0, 3)
+    again = candidate_pools(p, p > 0.7, free, capacity, 20, sites, 1.5, 2.0, 3)
+    assert [a.tolist() for a in first] == [b.tolist() for b in again]
+    for pool in first:
+        assert free[pool].all() and capacity[pool].sum() >= 20

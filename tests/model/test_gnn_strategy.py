@@ -54,13 +54,31 @@ def test_job_left_without_memory_is_queued(settings: Settings) -> None:
     assert "GB free" in second.reason
 
 
-def test_group_that_cannot_hold_its_job_falls_back(settings: Settings) -> None:
-    # Machines 0 and 2 hold the big job's memory only across an unreachable pair.
+def test_group_across_an_unreachable_pair_is_rescued_by_a_site_region(settings: Settings) -> None:
+    # The model gives the big job machines 0 and 2, which cannot reach each other.
     cut = {(0, 1): NEAR, (2, 3): NEAR}
     split = fleet_of([1e14] * 4, [100.0] * 4, cut)
-    proba = np.array([[0.8, 0.1, 0.1], [0.1, 0.1, 0.8], [0.8, 0.1, 0.1], [0.1, 0.1, 0.8]])
-    outcome = gnn_placements([BIG], split, proba[:, [0, 2]], [0], settings)
-    assert outcome.placements is None and "cannot run" in outcome.fallback_reason
+    proba = np.array([[0.8, 0.2], [0.1, 0.9], [0.8, 0.2], [0.1, 0.9]])
+    only_group = settings.model_copy(
+        update={
+            "assign": settings.assign.model_copy(
+                update={"gnn_site_candidates": 0, "gnn_group_slack": 1.0}
+            )
+        }
+    )
+    outcome = gnn_placements([BIG], split, proba, [0], only_group)
+    assert outcome.placements[0].status == "queued"  # {0, 2} alone cannot run it
+    outcome = gnn_placements([BIG], split, proba, [0], settings)
+    (big,) = outcome.placements
+    assert big.status == "placed" and set(big.nodes) in ({0, 1}, {2, 3})
+
+
+def test_the_fastest_candidate_pool_wins(settings: Settings) -> None:
+    # Machines 2 and 3 are ten times faster; the model prefers 0 and 1.
+    fast = fleet_of([1e14, 1e14, 1e15, 1e15], [100.0] * 4, LINKS)
+    proba = np.array([[0.7, 0.3], [0.7, 0.3], [0.4, 0.6], [0.4, 0.6]])
+    (big,) = gnn_placements([BIG], fast, proba, [0], settings).placements
+    assert set(big.nodes) == {2, 3}
 
 
 def test_job_the_fleet_can_never_host_is_an_error(settings: Settings) -> None:
