@@ -22,6 +22,12 @@ of a graph is
 and each job's embedding is put in the context of the others: :math:`q_k = \mathrm{MLP}_q([u_k
 \| m])`.
 
+**Links heard.** With ``neighbours`` = k > 0 every machine hears only its k lowest-latency
+incoming links (`nearest_links`, on the raw latency feature), in every layer. Fleets measured
+all-to-all have a link between almost every pair; a machine's nearest links describe its site
+and region, and the mean-state term below carries the rest of the fleet, so the forward pass
+grows with machines × k instead of machines².
+
 **Node states.** The mix summary is broadcast into every node's input, :math:`h^0_i = [\hat x_i
 \| m]`. The paper's first layer (`EdgeFold`) folds the links into the node states,
 
@@ -84,8 +90,11 @@ from torch_geometric.nn import GATConv, GCNConv, MessagePassing
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.utils import scatter, to_dense_batch, to_torch_csr_tensor
 
+from hulk.graph import EDGE_FEATURES
+
 Conv = Literal["gcn", "gat"]
 CONVS: tuple[str, ...] = ("gcn", "gat")
+LATENCY = EDGE_FEATURES.index("log2_latency_ms")  # column of edge_attr that ranks links
 RANK_SCALE = 8.0  # job ranks enter as k / 8: 0..7/8 for the mixes of 1..8 jobs trained on
 PAD_LOGIT = -1e9  # logit of a job column that does not exist for a sample (padding)
 
@@ -102,6 +111,7 @@ class ModelConfig:
     conv: Conv = "gcn"
     heads: int = 4  # GAT only: attention heads, each hidden / heads wide
     dropout: float = 0.2
+    neighbours: int = 0  # links each machine hears: its lowest-latency ones (0: all)
 
     def __post_init__(self) -> None:
         problems = []
@@ -110,6 +120,8 @@ class ModelConfig:
                 problems.append(f"{name} must be a positive integer")
         if not isinstance(self.layers, int) or self.layers < 0:
             problems.append("layers must be a non-negative integer")
+        if not isinstance(self.neighbours, int) or self.neighbours < 0:
+            problems.append("neighbours must be a non-negative integer")
         if self.conv not in CONVS:
             problems.append(f"conv must be one of {', '.join(CONVS)} (got {self.conv!r})")
         if self.conv == "gat" and self.hidden % self.heads:
@@ -222,6 +234,23 @@ def gcn_adjacency(edge_index: Tensor, num_nodes: int) -> Tensor:
         return to_torch_csr_tensor(index.flip(0), weight, size=(num_nodes, num_nodes))
 
 
+def nearest_links(edge_index: Tensor, latency: Tensor, k: int) -> Tensor:
+    """Positions of the links that carry messages: each target's `k` lowest-latency incoming
+    links (ties by position), in their original order.
+
+    Dense fleets have a link between almost every pair; a machine's nearest links say what
+    its neighbourhood is, and the mean-state term of every layer carries the rest of the
+    fleet. Pruning makes the forward pass linear in machines instead of quadratic.
+    """
+    order = torch.argsort(latency, stable=True)
+    order = order[torch.argsort(edge_index[1, order], stable=True)]
+    target = edge_index[1, order]
+    counts = torch.bincount(target)
+    first = torch.cumsum(counts, 0) - counts
+    rank = torch.arange(len(order), device=order.device) - first[target]
+    return torch.sort(order[rank < k]).values
+
+
 def _mlp(in_channels: int, hidden: int, out_channels: int) -> nn.Sequential:
     return nn.Sequential(nn.Linear(in_channels, hidden), nn.ReLU(), nn.Linear(hidden, out_channels))
 
@@ -288,7 +317,11 @@ class HulkGNN(nn.Module):
     def forward(self, batch: Batch) -> Tensor:
         """Logits [N, Jmax + 1] for a `make_batch` batch: jobs padded, idle in the last column."""
         x = (batch.x - self.x_mean) / self.x_std
-        edge_attr = (batch.edge_attr - self.edge_mean) / self.edge_std
+        edge_index, edge_attr = batch.edge_index, batch.edge_attr
+        if self.config.neighbours and edge_index.size(1):
+            kept = nearest_links(edge_index, edge_attr[:, LATENCY], self.config.neighbours)
+            edge_index, edge_attr = edge_index[:, kept], edge_attr[kept]
+        edge_attr = (edge_attr - self.edge_mean) / self.edge_std
         jobs = (batch.jobs - self.job_mean) / self.job_std
         node_batch, job_batch = batch.batch, batch.jobs_batch
         graphs = batch.num_graphs
@@ -313,14 +346,12 @@ class HulkGNN(nn.Module):
 
         # Node states: mix broadcast into the input, EdgeFold, then residual convolutions.
         h = torch.cat([x, mix[node_batch]], dim=1)
-        h = self.fold_norm(torch.relu(self.fold(h, batch.edge_index, edge_attr)))
+        h = self.fold_norm(torch.relu(self.fold(h, edge_index, edge_attr)))
         if self.config.conv == "gcn" and self.convs:
-            adj_t = gcn_adjacency(batch.edge_index, h.size(0))
+            adj_t = gcn_adjacency(edge_index, h.size(0))
         for conv, norm, glob in zip(self.convs, self.norms, self.globals, strict=True):
-            if isinstance(conv, GCNConv):
-                update = conv(h, adj_t)
-            else:
-                update = conv(h, batch.edge_index, edge_attr)
+            gcn = isinstance(conv, GCNConv)
+            update = conv(h, adj_t) if gcn else conv(h, edge_index, edge_attr)
             mean_h = scatter(h, node_batch, dim=0, dim_size=graphs, reduce="mean")
             update = update + glob(mean_h)[node_batch]
             h = norm(h + self.dropout(torch.relu(update)))

@@ -227,6 +227,8 @@ class ModelSettings(Section):
     conv: Literal["gcn", "gat"] = "gcn"
     heads: PositiveInt = 4  # GAT only: attention heads (hidden must be a multiple)
     dropout: Annotated[float, Field(ge=0, lt=1)] = 0.2
+    # Links each machine hears in message passing: its lowest-latency ones (0: every link).
+    neighbours: Annotated[int, Field(ge=0)] = 16
 
     @model_validator(mode="after")
     def _heads_divide(self) -> ModelSettings:

@@ -102,6 +102,7 @@ def model_config(samples: Sequence[Mapping[str, Any]], settings: ModelSettings) 
         conv=settings.conv,
         heads=settings.heads,
         dropout=settings.dropout,
+        neighbours=settings.neighbours,
     )
     for sample in samples:
         check_sample(config, sample)

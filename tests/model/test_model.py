@@ -17,6 +17,7 @@ from hulk.model import (
     batch_targets,
     make_batch,
     model_from_state,
+    nearest_links,
     predict_proba,
 )
 
@@ -276,3 +277,27 @@ def test_predict_proba_restores_the_training_mode() -> None:
     model = HulkGNN(small_config()).train()
     predict_proba(model, synthetic_sample(5, 1))
     assert model.training
+
+
+# --- nearest links --------------------------------------------------------------------------
+
+
+def test_nearest_links_keep_each_targets_lowest_latency_incoming_links() -> None:
+    edge_index = torch.tensor([[1, 2, 3, 0, 0, 2], [0, 0, 0, 1, 3, 1]])
+    latency = torch.tensor([5.0, 1.0, 3.0, 2.0, 9.0, 2.0])
+    kept = nearest_links(edge_index, latency, 2)
+    # Target 0: latencies 5, 1, 3 → keep positions 1, 2; target 1: both (2, 2); target 3: one.
+    assert kept.tolist() == [1, 2, 3, 4, 5]
+    assert nearest_links(edge_index, latency, 1).tolist() == [1, 3, 4]
+
+
+def test_pruned_model_hears_only_the_nearest_links() -> None:
+    sample = synthetic_sample(30, 3, seed=4)
+    pruned = seeded_model(small_config(neighbours=2))
+    full = seeded_model(small_config(neighbours=0))
+    full.load_state_dict(pruned.state_dict())
+    # Keeping only the two nearest links changes the outputs; a bound above every degree does not.
+    assert not torch.allclose(predict_proba(pruned, sample), predict_proba(full, sample))
+    everything = seeded_model(small_config(neighbours=1000))
+    everything.load_state_dict(pruned.state_dict())
+    torch.testing.assert_close(predict_proba(everything, sample), predict_proba(full, sample))
