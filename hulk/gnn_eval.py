@@ -11,7 +11,8 @@ quick check) and the result is compared with the teacher's labels and plans:
   those samples are counted apart in ``fallback_rate``);
 * ``plan_cost_ratio_sum`` — the same for the sum of iteration times of the placed jobs;
 * ``gnn_seconds`` / ``teacher_seconds`` — time to place the mix (model, Algorithm 1 and the
-  stage planner) against the teacher's search time, and their ratio ``speedup``;
+  stage planner; after a fallback also the teacher's search) against the teacher's search
+  time, and their ratio ``speedup``;
 * ``inference_seconds`` / ``inference_speedup`` — the same for the model's forward pass and
   Algorithm 1 alone (the groups, before the planner lays them out).
 
@@ -72,6 +73,8 @@ def evaluate_gnn(
         gnn_seconds.append(time.perf_counter() - started)
         inference_seconds.append(forward_s + outcome.grouping_s)
         teacher_seconds.append(float(record["teacher_seconds"]))
+        if outcome.placements is None:  # the fallback runs the teacher: the user waits for it
+            gnn_seconds[-1] += teacher_seconds[-1]
 
         active = sample["active"].numpy().astype(bool)
         predicted = proba.argmax(axis=1)
