@@ -383,7 +383,8 @@ def main() -> None:
             r["forward_seconds"] + r["grouping_seconds"] for r in fleet_rows
         )
         print(
-            f"{fleet['scenario']}: mean ratio {_fmt(fleet['mean_ratio_makespan'], '.3f')}, speed-up "
+            f"{fleet['scenario']}: mean ratio {_fmt(fleet['mean_ratio_makespan'], '.3f')}, "
+            f"speed-up "
             f"{fleet['speedup']:.1f}× end to end, {fleet['inference_speedup']:.1f}× inference"
         )
         if fleet["scenario"] == "synthetic1000":
