@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -212,45 +213,125 @@ def run(
     ctx: typer.Context,
     data: Annotated[Path | None, typer.Option(help="Data folder (params: data_dir).")] = None,
 ) -> None:
-    """The main job on the embedded default data: generate → validate → ingest → graph →
-    assign (params: assign.strategy) → evaluate."""
+    """The main job on the embedded default: generate the fleet and its logs, then the whole
+    nightly flow (validate → ingest → graph → teacher labels → train → assign → evaluate)."""
     settings = _settings(ctx)
     data = data or settings.data_dir
     total = time.perf_counter()
-    started = time.perf_counter()
     with progress_bar("generating logs") as bar:
         result = pipeline.generate(data, settings, progress=bar)
-    report(result, "generated", started)
+    report(result, "generated", total)
+    _run_nightly(ctx, data, total)
+
+
+@app.command()
+@reports_errors
+def nightly(
+    ctx: typer.Context,
+    data: Annotated[Path | None, typer.Option(help="Data folder (params: data_dir).")] = None,
+) -> None:
+    """Run the nightly Prefect flow in this process (a temporary local Prefect API unless
+    PREFECT_API_URL names a server), on the data folder's logs."""
+    settings = _settings(ctx)
+    _run_nightly(ctx, data or settings.data_dir, time.perf_counter())
+
+
+def _params_path(ctx: typer.Context) -> Path:
+    """The --params file given to `hulk` (the flow reads its settings from it)."""
+    root = ctx.find_root()
+    return Path(root.params.get("params") or DEFAULT_PARAMS)
+
+
+def _run_nightly(ctx: typer.Context, data: Path, total: float) -> None:
+    from flows._common import prefect_api
+    from flows.nightly import nightly as nightly_flow
+    from hulk.registry import ui_command
+
+    settings = _settings(ctx).model_copy(update={"data_dir": data})
     started = time.perf_counter()
-    with progress_bar("validating log partitions") as bar:
-        result = pipeline.validate(data, settings, progress=bar)
-    report(result, "validated", started)
-    started = time.perf_counter()
-    result = pipeline.ingest(data / "logs", data / "machines.csv", data, settings)
-    report(result, "link table", started)
-    started = time.perf_counter()
-    result = pipeline.graph(data, settings)
-    report(result, "fleet graph", started)
-    started = time.perf_counter()
-    placements_dir = data / "placements"
-    result = pipeline.assign(data, settings, out_dir=placements_dir)
-    _print_assignment(result, started)
-    started = time.perf_counter()
-    latest = placements_dir / "latest.json"
-    result = pipeline.evaluate(latest, data, settings)
-    _print_evaluation(result, latest, started)
+    with prefect_api():
+        done = nightly_flow(params=str(_params_path(ctx)), data_dir=str(data))
+    out.print(f"[green]✓[/green] nightly flow ({time.perf_counter() - started:.1f} s)")
+    for name, summary in done.items():
+        text = ", ".join(f"{k}: {v}" for k, v in summary.items() if k != "outputs")
+        out.print(f"    {name}: {escape(text)}")
+    latest = settings.assign.placements_dir / "latest.json"
+    api = os.environ.get("PREFECT_API_URL")
     out.print(f"\nDone in {time.perf_counter() - total:.0f} s. Where to look:")
-    for label, path in (
-        ("inventory", data / "machines.csv"),
-        ("link table", data / "links.parquet"),
-        ("quarantine", data / "quarantine.parquet"),
-        ("validation", data / "validation" / "report.json"),
-        ("data docs", data / "validation" / "docs" / "index.html"),
-        ("fleet graph", data / "graph" / "snapshot.json"),
-        ("placements", latest),
-        ("cost plot", latest.with_suffix(".png")),
+    for label, where in (
+        ("placements", str(latest)),
+        ("cost plot", str(latest.with_suffix(".png"))),
+        ("metrics", f"{data / 'metrics'}/*.json  (dvc metrics show)"),
+        ("data docs", str(data / "validation" / "docs" / "index.html")),
+        ("MLflow UI", ui_command(settings) + "  → http://127.0.0.1:5000"),
+        (
+            "Prefect UI",
+            f"{api.removesuffix('/api')} (this run)"
+            if api
+            else "prefect server start  → http://127.0.0.1:4200 "
+            "(this run used a temporary API; export PREFECT_API_URL="
+            "http://127.0.0.1:4200/api to keep runs)",
+        ),
     ):
-        out.print(f"    {label:<14} {escape(str(path))}")
+        out.print(f"    {label:<12} {escape(where)}")
+
+
+@app.command()
+@reports_errors
+def stage(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Step of hulk/steps.py (a dvc.yaml stage).")],
+) -> None:
+    """Run one step of the pipeline as dvc.yaml's stage of that name does (and write its
+    metrics under DATA/metrics)."""
+    from hulk import steps
+
+    if name not in steps.BY_NAME:
+        raise InputError(
+            None, "stage.unknown", f"no step {name!r}; steps: {', '.join(steps.BY_NAME)}"
+        )
+    settings = _settings(ctx)
+    started = time.perf_counter()
+    if name in ("generate", "validate", "corpus"):
+        with progress_bar(f"{name}") as bar:
+            result = steps.run(name, settings, progress=bar)
+    else:
+        result = steps.run(name, settings)
+    report(_brief(result), name, started)
+
+
+@app.command("dvc-yaml")
+@reports_errors
+def dvc_yaml(
+    ctx: typer.Context,
+    out_file: Annotated[Path, typer.Option("--out", help="File to write.")] = Path("dvc.yaml"),
+    check: Annotated[
+        bool, typer.Option("--check", help="Only check that the file is up to date.")
+    ] = False,
+) -> None:
+    """Write dvc.yaml from the step graph of hulk/steps.py (the one definition of the stages)."""
+    from hulk import steps
+
+    text = steps.dvc_yaml(_settings(ctx))
+    if check:
+        current = out_file.read_text(encoding="utf-8") if out_file.exists() else ""
+        if current != text:
+            raise InputError(
+                out_file, "dvc.stale", "differs from hulk/steps.py: run `hulk dvc-yaml`"
+            )
+        out.print(f"{out_file} is up to date")
+        return
+    steps.write_dvc_yaml(_settings(ctx), out_file)
+    out.print(f"wrote {out_file}")
+
+
+@app.command()
+def serve() -> None:
+    """Serve the nightly and assign deployments with prefect.yaml's schedules (needs a Prefect
+    server: `prefect server start`, and PREFECT_API_URL=http://127.0.0.1:4200/api)."""
+    from flows.serve import main as serve_main
+
+    serve_main()
 
 
 @app.command()

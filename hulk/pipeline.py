@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 Progress = Callable[[int, int], None] | None
 
 VALIDATED = "validated.json"
+LEARNING_CURVE_CSV = "learning_curve.csv"  # per epoch: train/val loss and accuracy
 
 
 @dataclass
@@ -645,6 +646,8 @@ def train(
     plots_dir = data_dir / "training"
     plots_dir.mkdir(parents=True, exist_ok=True)
     curve = _learning_curve(history, plots_dir / "learning_curves.png")
+    curve_data = plots_dir / LEARNING_CURVE_CSV
+    io.write_csv(curve_data, pd.DataFrame(history))
     registered = log_training_run(
         settings,
         params={
@@ -664,7 +667,11 @@ def train(
     )
     decision = promote_if_better(settings, registered)
     return StepResult(
-        outputs={"corpus": settings.corpus.path, "learning_curves": curve},
+        outputs={
+            "corpus": settings.corpus.path,
+            "learning_curves": curve,
+            "learning_curve_data": curve_data,
+        },
         summary={
             "version": registered.version,
             "run_id": registered.run_id,
@@ -675,19 +682,66 @@ def train(
     )
 
 
+def corpus_is_current(settings: Settings, seed: int | None = None) -> bool:
+    """Whether the saved corpus was built from these corpus settings and seed (then reused)."""
+    from hulk import corpus as corpora
+
+    seed = settings.seed if seed is None else seed
+    path = settings.corpus.path
+    if not (path.exists() and corpora.manifest_path(path).exists()):
+        return False
+    manifest = json.loads(corpora.manifest_path(path).read_text())
+    wanted = settings.corpus.model_dump(mode="json")
+    return manifest.get("seed") == seed and manifest.get("settings") == wanted
+
+
+def corpus(
+    settings: Settings,
+    seed: int | None = None,
+    workers: int = 2,
+    rebuild: bool = False,
+    progress: Progress = None,
+    outcomes: Mapping[int, dict] | None = None,
+    seconds: float = 0.0,
+) -> StepResult:
+    """The teacher-labelled training corpus at `settings.corpus.path` (+ its manifest).
+
+    Reused while its manifest matches the corpus settings and seed (unless `rebuild`). Else it
+    is built: from `outcomes` when given (fleet id → `hulk.corpus.label_fleet` result, labelled
+    by any executor, e.g. the nightly flow's Dask cluster; `seconds` is their wall time), or
+    here on `workers` processes. Either way the same `assemble_corpus` + `save_corpus` write it.
+    """
+    from hulk import corpus as corpora
+
+    seed = settings.seed if seed is None else seed
+    path = settings.corpus.path
+    reused = not rebuild and corpus_is_current(settings, seed)
+    if reused:
+        built = corpora.load_corpus(path)
+    else:
+        if outcomes is not None:
+            built = corpora.assemble_corpus(settings, seed, outcomes, workers, seconds)
+        else:
+            built = corpora.build_corpus(settings, seed, workers, progress=progress)
+        corpora.save_corpus(built, path)
+    counts = built.manifest.get("counts", {})
+    return StepResult(
+        outputs={"corpus": path, "manifest": corpora.manifest_path(path)},
+        summary={
+            "reused": reused,
+            "seed": seed,
+            **{f"{name}_samples": c.get("samples", 0) for name, c in counts.items()},
+            "time_capped": built.manifest.get("build", {}).get("time_capped", 0),
+        },
+    )
+
+
 def _corpus(settings: Settings, seed: int, workers: int, rebuild: bool, progress: Progress):
     """The saved corpus if it was built from these corpus settings and seed, else a new one."""
     from hulk import corpus as corpora
 
-    path = settings.corpus.path
-    wanted = settings.corpus.model_dump(mode="json")
-    if not rebuild and path.exists() and corpora.manifest_path(path).exists():
-        manifest = json.loads(corpora.manifest_path(path).read_text())
-        if manifest.get("seed") == seed and manifest.get("settings") == wanted:
-            return corpora.load_corpus(path)
-    corpus = corpora.build_corpus(settings, seed, workers, progress=progress)
-    corpora.save_corpus(corpus, path)
-    return corpus
+    corpus(settings, seed, workers, rebuild, progress)
+    return corpora.load_corpus(settings.corpus.path)
 
 
 def _learning_curve(history: list[dict], path: Path) -> Path:

@@ -681,3 +681,75 @@ def load_model_files(
         metrics=dict(run_metrics),
     )
     return state_dict, config, info
+
+
+# --------------------------------------------------------------------------------------------
+# Published placements
+# --------------------------------------------------------------------------------------------
+
+TAG_KIND = "hulk.kind"  # "assignment" on the runs `log_placements` creates
+
+
+def log_placements(
+    settings: Settings,
+    placements_file: str | Path,
+    extra_files: Mapping[str, str | Path] | None = None,
+) -> str:
+    """Attach a published placements file to MLflow as an artifact of an ``assignment`` run.
+
+    One run per published file in the experiment (tag ``hulk.kind=assignment``), named after
+    the placements' run id, with its strategy, model version and makespan, so the UI lists what
+    was published beside the training runs that made the model. `extra_files` (name in the run
+    → file, e.g. the flow's markdown table) are attached too. Returns the MLflow run id.
+    """
+    from mlflow.entities import Metric, Param, RunStatus
+
+    placements_file = Path(placements_file)
+    doc = json.loads(placements_file.read_text(encoding="utf-8"))
+    files = {f"placements/{placements_file.name}": placements_file}
+    for name, source in (extra_files or {}).items():
+        files[_artifact_name(name)] = Path(source)
+    model = doc.get("model") or {}
+    tags = {
+        TAG_KIND: "assignment",
+        "hulk.placements.run_id": str(doc.get("run_id")),
+        "hulk.placements.strategy": str(doc.get("strategy")),
+        "hulk.model.version": str(model.get("version")),
+    }
+    params = {
+        "strategy": doc.get("strategy"),
+        "model.name": model.get("name"),
+        "model.version": model.get("version"),
+        "model.fallback": model.get("fallback"),
+        "fleet.snapshot": (doc.get("fleet") or {}).get("snapshot"),
+        "jobs": len(doc.get("jobs", [])),
+    }
+    makespan = doc.get("makespan_s")
+    with tracking(settings) as track:
+        client = track.client
+        run = client.create_run(
+            track.experiment_id, tags=tags, run_name=f"assign-{doc.get('run_id')}"
+        )
+        try:
+            now = int(time.time() * 1000)
+            metrics = []
+            if isinstance(makespan, int | float) and math.isfinite(makespan):
+                metrics.append(Metric("makespan_s", float(makespan), now, 0))
+            client.log_batch(
+                run.info.run_id,
+                metrics=metrics,
+                params=[Param(k, str(v)) for k, v in params.items()],
+                synchronous=True,
+            )
+            with tempfile.TemporaryDirectory(prefix="hulk-placements-") as tmp:
+                staging = Path(tmp)
+                for target, source in files.items():
+                    (staging / target).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(source, staging / target)
+                client.log_artifacts(run.info.run_id, str(staging))
+            client.set_terminated(run.info.run_id, RunStatus.to_string(RunStatus.FINISHED))
+        except BaseException:
+            with contextlib.suppress(Exception):
+                client.set_terminated(run.info.run_id, RunStatus.to_string(RunStatus.FAILED))
+            raise
+    return run.info.run_id

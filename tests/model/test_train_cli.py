@@ -39,8 +39,9 @@ def test_train_registers_a_champion_that_assign_then_uses(tmp_path: Path) -> Non
         )
     )
     # Before any training the default strategy is the teacher.
-    result = invoke("--params", params, "run", "--data", data)
-    assert result.exit_code == 0, result.output
+    for stage in ("generate", "validate", "ingest", "graph", "assign"):
+        result = invoke("--params", params, "stage", stage)
+        assert result.exit_code == 0, result.output
     latest = data / "placements" / "latest.json"
     assert json.loads(latest.read_text())["strategy"] == "teacher"
 

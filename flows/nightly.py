@@ -1,0 +1,72 @@
+"""The ``nightly`` flow: the steps of hulk.steps.STEPS (nightly ones), in that order.
+
+validate → ingest → graph → teacher labels → train (register in MLflow, promote) → assign (the
+``assign`` flow: publish + artifacts) → evaluate. Each task runs one step through
+`hulk.steps.run`, the function the DVC stages run too. The teacher labels fan out over the
+corpus's fleets (`hulk.corpus.label_fleet`, one task per fleet) on a Dask task runner (local
+cluster, or params ``flows.dask_address``); their outcomes go to the same corpus step.
+
+A validation error (any `hulk.errors.HulkError`) is never retried and fails the run before
+anything is published: latest.json and the champion stay as they were, and the flow run's
+message names the file and rule.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from flows._common import brief, dask_runner, flow_settings, retry_options
+from flows.assign import assign_flow
+from hulk import corpus, pipeline, steps
+from hulk.settings import Settings
+
+
+@task(cache_policy=NO_CACHE)
+def run_step(name: str, settings: Settings, **options: Any) -> dict[str, Any]:
+    """One step of hulk.steps (the DVC stage of the same name runs the same function)."""
+    return brief(steps.run(name, settings, **options).summary)
+
+
+@task(name="label-fleet", cache_policy=NO_CACHE)
+def label_fleet(seed: int, fleet: int, settings: Settings) -> dict[str, Any]:
+    """Teacher labels of one corpus fleet (a pure function: any worker may run it)."""
+    return corpus.label_fleet(seed, fleet, settings)
+
+
+@flow(name="teacher-labels")
+def teacher_labels(params: str = "params.yaml", data_dir: str | None = None) -> dict[int, Any]:
+    """Every corpus fleet labelled, one task each, on this flow's task runner (Dask)."""
+    settings = flow_settings(params, data_dir)
+    futures = {
+        fleet: label_fleet.submit(settings.seed, fleet, settings)
+        for fleet in range(settings.corpus.fleets)
+    }
+    return {fleet: future.result() for fleet, future in futures.items()}
+
+
+@flow(name="nightly", log_prints=True)
+def nightly(params: str = "params.yaml", data_dir: str | None = None) -> dict[str, Any]:
+    """Validate, ingest, graph, label, train/register/promote, assign/publish, evaluate."""
+    settings = flow_settings(params, data_dir)
+    logger = get_run_logger()
+    done: dict[str, Any] = {}
+    for step in steps.nightly_steps():
+        started = time.perf_counter()
+        options = retry_options(settings.flows, step.retried)
+        if step.name == "assign":
+            done[step.name] = assign_flow(params, data_dir)
+        elif step.name == "corpus" and not pipeline.corpus_is_current(settings):
+            labels = teacher_labels.with_options(task_runner=dask_runner(settings.flows))
+            outcomes = labels(params, data_dir)
+            seconds = time.perf_counter() - started
+            task_ = run_step.with_options(name=step.name, **options)
+            done[step.name] = task_(step.name, settings, outcomes=outcomes, seconds=seconds)
+        else:
+            done[step.name] = run_step.with_options(name=step.name, **options)(step.name, settings)
+        seconds = time.perf_counter() - started
+        logger.info("%s done in %.1f s: %s", step.name, seconds, done[step.name])
+    return done

@@ -1,0 +1,447 @@
+"""The step graph of the nightly pipeline, defined once.
+
+`STEPS` lists every step in order: what it reads (deps), writes (outs), which params.yaml keys it
+uses, its metrics and plots, and whether it touches files or the registry (then a flow retries
+it). Three callers use this one definition:
+
+- ``dvc.yaml`` is generated from it (`dvc_yaml`, ``hulk dvc-yaml``); every stage's command is
+  ``hulk stage NAME``, which calls `run`;
+- the Prefect ``nightly`` flow (flows/nightly.py) walks `nightly_steps` in the same order, each
+  task calling `run` (the fan-out steps hand their per-fleet results to the same `run`);
+- ``hulk stage NAME`` runs one step by hand.
+
+`run` calls the step's one `hulk.pipeline` function and writes the step's metrics and plot data
+(small, deterministic JSON / CSV under ``DATA/metrics``), so DVC and Prefect report the same
+figures. Paths follow the settings (``data_dir``, ``corpus.path``, ``assign.*``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from hulk import io, pipeline, schemas
+from hulk.settings import Settings
+
+METRICS_DIR = "metrics"
+ITERATION_TIMES = "iteration_times.csv"  # evaluate's plot data: job, system, iteration_s
+
+
+@dataclass(frozen=True)
+class Step:
+    """One pipeline step: a DVC stage and a nightly-flow task."""
+
+    name: str
+    doc: str
+    deps: Callable[[Settings], list[str]]
+    outs: Callable[[Settings], list[str]]
+    params: tuple[str, ...]  # params.yaml keys read (a section name: the whole section)
+    code: tuple[str, ...]  # library files the step runs: a change re-runs the stage
+    metrics: bool = True  # writes DATA/metrics/NAME.json
+    persist: tuple[str, ...] = ()  # outs DVC must not delete before re-running (published)
+    plots: Callable[[Settings], list[str]] = lambda s: []  # plot data (CSV)
+    retried: bool = True  # touches files or the registry: a flow retries it with back-off
+    nightly: bool = True  # part of the nightly flow (generate only makes the demo's data)
+
+
+def _data(settings: Settings, *parts: str) -> str:
+    return Path(settings.data_dir, *parts).as_posix()
+
+
+def metrics_path(settings: Settings, name: str) -> Path:
+    return Path(settings.data_dir) / METRICS_DIR / f"{name}.json"
+
+
+def _latest(settings: Settings) -> str:
+    return (settings.assign.placements_dir / "latest.json").as_posix()
+
+
+def _fleet(s: Settings) -> list[str]:
+    return [_data(s, schemas.INVENTORY_FILE), _data(s, schemas.LINKS_FILE)]
+
+
+STEPS: tuple[Step, ...] = (
+    Step(
+        name="generate",
+        doc="synthetic inventory + day-partitioned latency logs (the embedded default)",
+        deps=lambda s: [],
+        outs=lambda s: [_data(s, schemas.INVENTORY_FILE), _data(s, schemas.LOGS_DIR)],
+        params=("seed", "generate"),
+        code=("hulk/generate.py", "hulk/presets.py", "hulk/geo.py"),
+        metrics=False,
+        nightly=False,
+    ),
+    Step(
+        name="validate",
+        doc="Great Expectations over inventory and logs; quarantine; Data Docs",
+        deps=lambda s: [_data(s, schemas.INVENTORY_FILE), _data(s, schemas.LOGS_DIR)],
+        outs=lambda s: [
+            _data(s, schemas.QUARANTINE_FILE),
+            _data(s, schemas.VALIDATION_DIR, pipeline.VALIDATED),
+        ],
+        params=("validate", "ingest.window_days", "ingest.latency_probe_bytes"),
+        code=("hulk/validation",),
+    ),
+    Step(
+        name="ingest",
+        doc="link table over the rolling window, without the quarantined rows",
+        deps=lambda s: [
+            _data(s, schemas.INVENTORY_FILE),
+            _data(s, schemas.LOGS_DIR),
+            _data(s, schemas.QUARANTINE_FILE),
+            _data(s, schemas.VALIDATION_DIR, pipeline.VALIDATED),
+        ],
+        outs=lambda s: [_data(s, schemas.LINKS_FILE)],
+        params=("ingest", "validate"),
+        code=("hulk/ingest.py", "hulk/validation"),
+    ),
+    Step(
+        name="graph",
+        doc="fleet graph snapshot (networkx + PyTorch Geometric)",
+        deps=_fleet,
+        outs=lambda s: [_data(s, schemas.GRAPH_DIR)],
+        params=("hardware", "graph"),
+        code=("hulk/graph.py",),
+    ),
+    Step(
+        name="corpus",
+        doc="teacher labels: generated fleets × job mixes, searched with the cost model",
+        deps=lambda s: [],
+        outs=lambda s: [
+            s.corpus.path.as_posix(),
+            s.corpus.path.with_suffix(".json").as_posix(),
+        ],
+        params=("seed", "corpus", "generate", "teacher", "planner", "hardware", "graph"),
+        code=("hulk/corpus.py", "hulk/teacher.py", "hulk/planner.py", "hulk/cost.py"),
+    ),
+    Step(
+        name="train",
+        doc="train the GNN, evaluate on held-out fleets, register in MLflow, promote",
+        deps=lambda s: [
+            s.corpus.path.as_posix(),
+            *_fleet(s),
+            s.assign.jobs_file.as_posix(),
+        ],
+        outs=lambda s: [_data(s, "training", "learning_curves.png")],
+        plots=lambda s: [_data(s, "training", pipeline.LEARNING_CURVE_CSV)],
+        params=(
+            "seed",
+            "model",
+            "train",
+            "corpus",
+            "teacher",
+            "planner",
+            "hardware",
+            "graph",
+            "mlflow",
+            "assign.jobs_file",
+            "assign.gnn_fallback_ratio",
+        ),
+        code=(
+            "hulk/train.py",
+            "hulk/model.py",
+            "hulk/gnn_eval.py",
+            "hulk/gnn.py",
+            "hulk/algorithm1.py",
+            "hulk/registry.py",
+        ),
+    ),
+    Step(
+        name="assign",
+        doc="place the upcoming jobs (champion GNN, else the teacher); publish latest.json",
+        deps=lambda s: [
+            *_fleet(s),
+            s.assign.jobs_file.as_posix(),
+            metrics_path(s, "train").as_posix(),
+        ],
+        outs=lambda s: [_latest(s)],
+        persist=("latest.json",),
+        params=("seed", "assign", "planner", "teacher", "hardware", "graph", "mlflow"),
+        code=("hulk/assign.py", "hulk/gnn.py", "hulk/algorithm1.py", "hulk/placements.py"),
+    ),
+    Step(
+        name="evaluate",
+        doc="cost table and plot of the published placements against Systems A, B, C",
+        deps=lambda s: [_latest(s), *_fleet(s)],
+        outs=lambda s: [(s.assign.placements_dir / "latest.png").as_posix()],
+        plots=lambda s: [_data(s, METRICS_DIR, ITERATION_TIMES)],
+        params=("hardware", "graph"),
+        code=("hulk/evaluate.py", "hulk/cost.py", "hulk/baselines.py"),
+        retried=False,
+    ),
+)
+
+BY_NAME = {step.name: step for step in STEPS}
+
+
+def nightly_steps() -> list[Step]:
+    """The nightly flow's steps, in the order of `STEPS`."""
+    return [step for step in STEPS if step.nightly]
+
+
+# --- running a step -----------------------------------------------------------------------------
+
+
+def _write_json(path: Path, record: dict[str, Any]) -> None:
+    text = json.dumps(_finite(record), indent=2, sort_keys=True, allow_nan=False)
+    io.write_text(path, text + "\n")
+
+
+def _finite(value: Any) -> Any:
+    """JSON-safe: non-finite floats become None (DVC and json reject NaN)."""
+    if isinstance(value, dict):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _validate_metrics(settings: Settings, result: pipeline.StepResult) -> dict[str, Any]:
+    report = json.loads(Path(result.outputs["report"]).read_text())
+    counts = report.get("counts", {})
+    keys = ("machines", "log_batches", "log_rows", "quarantined_rows", "errors", "warnings")
+    return {
+        **{key: counts.get(key) for key in keys},
+        "quarantined_by_rule": counts.get("quarantined_by_rule", {}),
+    }
+
+
+def _train_metrics(settings: Settings, result: pipeline.StepResult) -> dict[str, Any]:
+    return {k: v for k, v in result.summary.items() if k not in ("run_id", "decision")}
+
+
+def _assign_metrics(settings: Settings, result: pipeline.StepResult) -> dict[str, Any]:
+    jobs = result.summary["jobs"]
+    return {
+        "strategy": result.summary["strategy"],
+        "makespan_s": result.summary["makespan_s"],
+        "jobs": len(jobs),
+        "placed": sum(j["status"] == "placed" for j in jobs),
+        "queued": sum(j["status"] == "queued" for j in jobs),
+        "machines_used": sum(len(j["machines"]) for j in jobs),
+    }
+
+
+def _evaluate_metrics(settings: Settings, result: pipeline.StepResult) -> dict[str, Any]:
+    """Makespan, and per job the plan's iteration time and its speed-up over the best of A/B/C;
+    also writes the plot data (job, system, iteration_s)."""
+    rows, per_job = [], {}
+    for job in result.summary["jobs"]:
+        plan = job["iteration_s"]
+        baselines = [job[f"{name}_s"] for name in "ABC" if job[f"{name}_s"] is not None]
+        best = min(baselines) if baselines else None
+        per_job[job["job"]] = {
+            "iteration_s": plan,
+            "best_baseline_s": best,
+            "speedup": best / plan if best is not None and plan else None,
+        }
+        for system, value in (("plan", plan), *((n, job[f"{n}_s"]) for n in "ABC")):
+            rows.append(
+                {
+                    "bar": f"{job['job']} {system}",
+                    "job": job["job"],
+                    "system": system,
+                    "iteration_s": value,
+                }
+            )
+    io.write_csv(Path(settings.data_dir) / METRICS_DIR / ITERATION_TIMES, pd.DataFrame(rows))
+    return {"makespan_s": result.summary["makespan_s"], "jobs": per_job}
+
+
+def run(name: str, settings: Settings, **options: Any) -> pipeline.StepResult:
+    """Run step `name` on the data folder of `settings` and write its metrics.
+
+    `options` go to the pipeline function (``progress``, ``now``; for ``corpus`` also
+    ``outcomes`` and ``seconds``: fleets labelled elsewhere). Raises what the step raises
+    (`hulk.errors.HulkError` for bad input) before its metrics are written.
+    """
+    if name not in BY_NAME:
+        raise KeyError(f"no step {name!r}; steps: {', '.join(BY_NAME)}")
+    data = Path(settings.data_dir)
+    metrics: dict[str, Any] | None = None
+    if name == "generate":
+        result = pipeline.generate(data, settings, **options)
+    elif name == "validate":
+        result = pipeline.validate(data, settings, **options)
+        metrics = _validate_metrics(settings, result)
+    elif name == "ingest":
+        result = pipeline.ingest(
+            data / schemas.LOGS_DIR, data / schemas.INVENTORY_FILE, data, settings, **options
+        )
+        metrics = {k: result.summary[k] for k in ("links", "quarantined_rows")}
+    elif name == "graph":
+        result = pipeline.graph(data, settings)
+        metrics = {k: result.summary[k] for k in ("nodes", "links", "connected_components")}
+    elif name == "corpus":
+        result = pipeline.corpus(settings, workers=settings.corpus.workers, **options)
+        metrics = {k: v for k, v in result.summary.items() if k not in ("reused", "seed")}
+    elif name == "train":
+        result = pipeline.train(data, settings, workers=settings.corpus.workers, **options)
+        metrics = _train_metrics(settings, result)
+    elif name == "assign":
+        result = pipeline.assign(data, settings, **options)
+        metrics = _assign_metrics(settings, result)
+    else:  # evaluate
+        latest = settings.assign.placements_dir / "latest.json"
+        result = pipeline.evaluate(latest, data, settings, **options)
+        metrics = _evaluate_metrics(settings, result)
+    if metrics is not None:
+        path = metrics_path(settings, name)
+        _write_json(path, metrics)
+        result.outputs[f"{name}_metrics"] = path
+    return result
+
+
+# --- dvc.yaml -----------------------------------------------------------------------------------
+
+HEADER = """\
+# Generated from hulk/steps.py by `hulk dvc-yaml`: edit the step graph there, not here.
+# Every stage runs `hulk stage NAME` (hulk.steps.run -> one hulk.pipeline function).
+# Side effects DVC does not track: the MLflow database and artifacts (train registers and
+# promotes a model; assign uses the champion), the validation report and Data Docs.
+"""
+
+
+def dvc_stages(settings: Settings) -> dict[str, Any]:
+    """The ``dvc.yaml`` document for `settings` (paths) as a dict."""
+    stages: dict[str, Any] = {}
+    for step in STEPS:
+        stage: dict[str, Any] = {"cmd": f"hulk stage {step.name}", "desc": step.doc}
+        deps = [*step.code, *step.deps(settings)]
+        if deps:
+            stage["deps"] = deps
+        stage["params"] = list(step.params)
+        outs: list[Any] = []
+        for out in step.outs(settings):
+            if Path(out).name in step.persist:
+                outs.append({out: {"persist": True, "cache": False}})
+            else:
+                outs.append(out)
+        # Plot data are small outs kept out of the cache; the top-level `plots` draw them.
+        outs += [{p: {"cache": False}} for p in step.plots(settings)]
+        stage["outs"] = outs
+        if step.metrics:
+            stage["metrics"] = [{metrics_path(settings, step.name).as_posix(): {"cache": False}}]
+        stages[step.name] = stage
+    curve = _data(settings, "training", pipeline.LEARNING_CURVE_CSV)
+    times = _data(settings, METRICS_DIR, ITERATION_TIMES)
+    return {
+        "stages": stages,
+        "plots": [
+            {
+                "learning curve (weighted cross-entropy)": {
+                    "template": "linear",
+                    "x": "epoch",
+                    "y": {curve: ["train_loss", "val_loss"]},
+                }
+            },
+            {
+                "node accuracy": {
+                    "template": "linear",
+                    "x": "epoch",
+                    "y": {curve: ["train_accuracy", "val_accuracy"]},
+                }
+            },
+            {
+                "seconds per iteration: plan vs Systems A, B, C": {
+                    "template": "bar_horizontal",
+                    "x": "iteration_s",
+                    "y": {times: "bar"},
+                }
+            },
+        ],
+    }
+
+
+def dvc_yaml(settings: Settings) -> str:
+    """The text of ``dvc.yaml``: a header comment and `dvc_stages`."""
+    body = yaml.safe_dump(dvc_stages(settings), sort_keys=False, width=100, allow_unicode=True)
+    return HEADER + body
+
+
+def write_dvc_yaml(settings: Settings, path: Path = Path("dvc.yaml")) -> Path:
+    """Write ``dvc.yaml`` atomically (from `dvc_yaml`)."""
+    io.write_text(path, dvc_yaml(settings))
+    return path
+
+
+# --- reporting a published placements file --------------------------------------------------------
+
+
+def placements_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per job of a placements document: machines, stages, seconds per iteration vs A/B/C.
+
+    The rows of the assign flow's Prefect table artifact (and its markdown twin in MLflow).
+    """
+    rows = []
+    for job in doc.get("jobs", []):
+        replicas = job.get("replicas") or []
+        stages = len(replicas[0]["stages"]) if replicas else 0
+        estimate = job.get("estimate") or {}
+        baselines = job.get("baselines") or {}
+        row = {
+            "job": job["job"],
+            "status": job["status"],
+            "machines": len(job.get("nodes") or []),
+            "replicas": len(replicas),
+            "stages": stages,
+            "iteration_s": _round(estimate.get("iteration_s")),
+        }
+        for name in ("A", "B", "C"):
+            base = baselines.get(name) or {}
+            row[f"{name}_s"] = _round(base.get("iteration_s")) if base.get("feasible") else None
+        row["reason"] = job.get("reason")
+        rows.append(row)
+    return rows
+
+
+def _round(value: Any) -> float | None:
+    if not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(f"{value:.4g}")
+
+
+def placements_markdown(doc: dict[str, Any]) -> str:
+    """A markdown report of a placements document: header, per-job table, makespan."""
+    model = doc.get("model") or {}
+    model_text = (
+        f"{model.get('name')} v{model.get('version')} ({model.get('alias')})" if model else "none"
+    )
+    lines = [
+        f"# Placements {doc.get('run_id')}",
+        "",
+        f"- strategy: **{doc.get('strategy')}**, model: {model_text}",
+        f"- fleet: {doc.get('fleet', {}).get('nodes')} machines, snapshot "
+        f"`{str(doc.get('fleet', {}).get('snapshot'))[:12]}`",
+        f"- makespan: **{_round(doc.get('makespan_s'))} s** per iteration",
+        "",
+        "Seconds per training iteration; A, B, C are the paper's baselines over the whole fleet.",
+        "",
+        "| job | status | machines | replicas × stages | plan s | A s | B s | C s |",
+        "|---|---|---:|---|---:|---:|---:|---:|",
+    ]
+    for row in placements_rows(doc):
+        cells = [
+            row["job"],
+            row["status"],
+            str(row["machines"]),
+            f"{row['replicas']} × {row['stages']}",
+            *(
+                "-" if row[key] is None else f"{row[key]:,}"
+                for key in ("iteration_s", "A_s", "B_s", "C_s")
+            ),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    reasons = [f"- {row['job']}: {row['reason']}" for row in placements_rows(doc) if row["reason"]]
+    if reasons:
+        lines += ["", *reasons]
+    return "\n".join(lines) + "\n"
