@@ -648,6 +648,9 @@ def train(
     curve = _learning_curve(history, plots_dir / "learning_curves.png")
     curve_data = plots_dir / LEARNING_CURVE_CSV
     io.write_csv(curve_data, pd.DataFrame(history))
+    artifacts = {"plots/learning_curves.png": curve}
+    if current is not None:
+        artifacts.update(_current_fleet_plots(result.model, data_dir, jobs, settings, plots_dir))
     registered = log_training_run(
         settings,
         params={
@@ -662,7 +665,7 @@ def train(
         metrics=metrics,
         state_dict=result.model.state_dict(),
         config=result.config.to_dict(),
-        artifacts={"plots/learning_curves.png": curve},
+        artifacts=artifacts,
         run_name=f"train-seed{seed}",
     )
     decision = promote_if_better(settings, registered)
@@ -671,6 +674,7 @@ def train(
             "corpus": settings.corpus.path,
             "learning_curves": curve,
             "learning_curve_data": curve_data,
+            **{Path(name).stem: path for name, path in artifacts.items()},
         },
         summary={
             "version": registered.version,
@@ -680,6 +684,45 @@ def train(
             **{k: round(v, 4) for k, v in metrics.items()},
         },
     )
+
+
+def _current_fleet_plots(
+    model, data_dir: Path, jobs: list, settings: Settings, plots_dir: Path
+) -> dict[str, Path]:
+    """The trained model's placements of the upcoming jobs on the current fleet, as pictures:
+    the fleet map coloured by job and the compute / communication bars against A, B, C.
+
+    After a fallback the pictures show the teacher's placements, and their titles say so.
+    """
+    from hulk.assign import assign as assign_jobs
+    from hulk.corpus import encode_inputs
+    from hulk.gnn import gnn_placements
+    from hulk.model import predict_proba
+    from hulk.plots import cost_bars, fleet_map
+
+    fleet, inventory, links = load_fleet(data_dir, settings)
+    inputs, order = encode_inputs(inventory, links, jobs, settings)
+    outcome = gnn_placements(jobs, fleet, predict_proba(model, inputs).numpy(), order, settings)
+    placements, strategy, who = outcome.placements, "gnn", "the new model"
+    if placements is None:
+        placements = assign_jobs(jobs, fleet, "teacher", settings, settings.seed)
+        strategy, who = "teacher", "the teacher (the new model's plan fell back)"
+    return {
+        "plots/fleet_map.png": fleet_map(
+            inventory,
+            placements,
+            fleet,
+            plots_dir / "fleet_map.png",
+            title=f"Current fleet, upcoming jobs placed by {who}",
+        ),
+        "plots/cost_bars.png": cost_bars(
+            placements,
+            fleet,
+            strategy,
+            plots_dir / "cost_bars.png",
+            title=f"Upcoming jobs placed by {who}: seconds per iteration",
+        ),
+    }
 
 
 def corpus_is_current(settings: Settings, seed: int | None = None) -> bool:

@@ -6,9 +6,12 @@ import json
 from pathlib import Path
 
 import yaml
+from mlflow import MlflowClient
 from typer.testing import CliRunner
 
 from hulk.cli import app
+from hulk.registry import tracking_uri
+from hulk.settings import load_settings
 
 REPO = Path(__file__).resolve().parents[2]
 runner = CliRunner()
@@ -49,6 +52,12 @@ def test_train_registers_a_champion_that_assign_then_uses(tmp_path: Path) -> Non
     assert result.exit_code == 0, result.output
     assert "promoted: True" in result.output and "version: 1" in result.output
     assert (data / "mlruns.db").exists() and (data / "training" / "learning_curves.png").exists()
+    # The run carries the learning curves, the current fleet's map and its cost bars.
+    settings = load_settings(params)
+    client = MlflowClient(tracking_uri(settings))
+    version = client.get_model_version_by_alias("hulk-gnn", "champion")
+    logged = {Path(a.path).name for a in client.list_artifacts(version.run_id, "plots")}
+    assert logged == {"learning_curves.png", "fleet_map.png", "cost_bars.png"}
 
     result = invoke("--params", params, "assign", "--data", data, "--out", data / "placements")
     assert result.exit_code == 0, result.output
