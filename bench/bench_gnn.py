@@ -25,10 +25,11 @@ strategy (`hulk.gnn.gnn_placements`: model, Algorithm 1, stage planner, quick ch
   fleet from the link table (the cost model's matrices, the graph tensors, the sites): the
   nightly graph step does that once per link table; those times are printed apart.
 
-``synthetic10000`` (skip with ``--skip-10000``) runs the GNN alone on 10,000 machines in its
-own process and reports its times and peak memory. ``--train-corpus FILE`` also trains a model
-on that corpus with params.yaml's ``model:`` and ``train:`` in a fresh process and reports the
-wall time and peak memory (VmHWM).
+``synthetic10000`` (skip with ``--skip-10000``) runs the GNN's inference alone on 10,000
+machines in its own process (model inputs, forward pass, Algorithm 1's probability groups) and
+reports its times and peak memory; the cost model's n × n fleet is not built at that size.
+``--train-corpus FILE`` also trains a model on that corpus with params.yaml's ``model:`` and
+``train:`` in a fresh process and reports the wall time and peak memory (VmHWM).
 
 Targets (issue 4): plan cost within 10% of the teacher on average (aim 5%); at least 50×
 faster than the teacher at 1,000 machines; training on the default corpus under 10 minutes
@@ -189,12 +190,19 @@ def run_fleet(kind: str, model, settings, seed: int, mixes: int) -> dict:
 
 
 def run_10000(params: Path, seed: int) -> dict:
-    """The GNN alone on 10,000 machines (in its own process: its peak memory is its own)."""
+    """The GNN's inference on 10,000 machines, in its own process (its peak memory is its own).
+
+    Model inputs, forward pass and Algorithm 1's probability groups (memory in whole layers,
+    no sites). The cost model's fleet (n × n latency and relay matrices, all-pairs relay paths)
+    is not built: at this size it, not the GNN, is the limit (see the README).
+    """
+    import numpy as np
+
+    from hulk.algorithm1 import probability_group
     from hulk.corpus import encode_inputs
-    from hulk.cost import Fleet
-    from hulk.gnn import gnn_placements
     from hulk.jobs import PAPER_MIX_6, preset_jobs
     from hulk.model import predict_proba
+    from hulk.planner import layer_capacity
 
     model, _, settings = _champion(params)
     imports_mb = _rss_mb()
@@ -208,27 +216,35 @@ def run_10000(params: Path, seed: int) -> dict:
     started = time.perf_counter()
     proba = predict_proba(model, inputs).numpy()
     forward_s = time.perf_counter() - started
-    forward_mb = _rss_mb()
     started = time.perf_counter()
-    fleet = Fleet.from_frames(inventory, links, settings.hardware, settings.graph.bandwidth_tiers)
-    fleet_s = time.perf_counter() - started
-    outcome = gnn_placements(jobs, fleet, proba, order, settings)
-    times = _placed_times(outcome.placements or [])
+    free = inputs["active"].numpy().copy()
+    memory = inventory.sort_values("node_id")["memory_gb"].to_numpy(float) * 1e9
+    favourite = proba.argmax(axis=1)
+    groups = []
+    for rank, job_index in enumerate(order):
+        job = jobs[job_index]
+        capacity = layer_capacity(job, memory)
+        group = probability_group(
+            proba[:, rank], favourite == rank, free, capacity, job.layers, 1.0
+        )
+        if capacity[group].sum() >= job.layers:
+            free[group] = False
+            groups.append(len(group))
+        else:
+            groups.append(0)
+    grouping_s = time.perf_counter() - started
     return {
         "scenario": "synthetic10000",
         "machines": len(inventory),
         "links": len(links),
+        "neighbours": model.config.neighbours,
         "generate_seconds": frames_s,
         "encode_seconds": encode_s,
         "forward_seconds": forward_s,
-        "fleet_seconds": fleet_s,
-        "grouping_seconds": outcome.grouping_s,
-        "planner_seconds": outcome.planner_s,
-        "makespan_s": max(times) if times else None,
-        "placed": len(times),
-        "fallback": outcome.fallback_reason,
+        "grouping_seconds": grouping_s,
+        "group_sizes": groups,
+        "placed": int(np.count_nonzero(groups)),
         "import_rss_mb": imports_mb,
-        "forward_rss_mb": forward_mb,
         "peak_rss_mb": _rss_mb(),
     }
 
@@ -341,12 +357,10 @@ def main() -> None:
     if not args.skip_10000:
         big = _subprocess(["--worker", "10000", "--params", str(params)])
         print(
-            f"\nsynthetic10000: {big['machines']} machines, {big['links']} links; encode "
-            f"{big['encode_seconds']:.2f} s, forward {big['forward_seconds']:.2f} s, "
-            f"Algorithm 1 {big['grouping_seconds']:.2f} s, planner {big['planner_seconds']:.2f} "
-            f"s (cost-model fleet {big['fleet_seconds']:.1f} s); placed {big['placed']} of 6, "
-            f"makespan {_fmt(big['makespan_s'], '.2f')} s; peak {big['peak_rss_mb']:.0f} MiB "
-            f"(after the forward pass {big['forward_rss_mb']:.0f} MiB)"
+            f"\nsynthetic10000: {big['machines']} machines, {big['links']} links; model inputs "
+            f"{big['encode_seconds']:.2f} s, forward pass {big['forward_seconds']:.2f} s, "
+            f"Algorithm 1 groups {big['grouping_seconds']:.2f} s (sizes {big['group_sizes']}); "
+            f"peak {big['peak_rss_mb']:.0f} MiB"
         )
     training = None
     if args.train_corpus is not None:
@@ -401,9 +415,9 @@ def main() -> None:
         targets.append(
             {
                 "target": "10,000 machines: inference works",
-                "value": f"forward {big['forward_seconds']:.2f} s, end to end "
-                f"{big['forward_seconds'] + big['grouping_seconds'] + big['planner_seconds']:.2f}"
-                f" s, peak {big['peak_rss_mb']:.0f} MiB",
+                "value": f"forward pass {big['forward_seconds']:.2f} s + Algorithm 1 "
+                f"{big['grouping_seconds']:.2f} s, {big['placed']} of 6 jobs grouped, peak "
+                f"{big['peak_rss_mb']:.0f} MiB",
                 "pass": big["placed"] > 0,
             }
         )
