@@ -402,10 +402,12 @@ def _gnn_assign(
     from hulk.corpus import encode_inputs
     from hulk.gnn import gnn_placements
     from hulk.model import model_from_state, predict_proba
+    from hulk.train import deterministic_torch
 
     model = model_from_state(config, state_dict)
     inputs, order = encode_inputs(inventory, links, jobs, settings)
-    proba = predict_proba(model, inputs).numpy()
+    with deterministic_torch(seed, settings.train.threads):  # as the model was evaluated
+        proba = predict_proba(model, inputs).numpy()
     outcome = gnn_placements(jobs, fleet, proba, order, settings)
     record = {
         "name": version.name,
@@ -614,7 +616,7 @@ def train(
     from hulk.gnn_eval import evaluate_gnn
     from hulk.jobs import load_jobs
     from hulk.registry import log_training_run, promote_if_better
-    from hulk.train import train_model
+    from hulk.train import deterministic_torch, train_model
 
     seed = settings.seed if seed is None else seed
     corpus = _corpus(settings, seed, workers, rebuild_corpus, progress)
@@ -637,7 +639,10 @@ def train(
     result = train_model(
         train_samples, corpus.val, settings.model, settings.train, seed, on_epoch=on_epoch
     )
-    metrics = evaluate_gnn(result.model, corpus, settings, split="test")
+    # Evaluated (and timed against the teacher) with the training's thread count: the
+    # teacher labels ran single-threaded, and two threads stall on a busy machine.
+    with deterministic_torch(seed, settings.train.threads):
+        metrics = evaluate_gnn(result.model, corpus, settings, split="test")
     metrics.update(
         train_seconds=result.seconds,
         best_epoch=float(result.best_epoch),
@@ -650,7 +655,9 @@ def train(
     io.write_csv(curve_data, pd.DataFrame(history))
     artifacts = {"plots/learning_curves.png": curve}
     if current is not None:
-        artifacts.update(_current_fleet_plots(result.model, data_dir, jobs, settings, plots_dir))
+        with deterministic_torch(seed, settings.train.threads):
+            plots = _current_fleet_plots(result.model, data_dir, jobs, settings, plots_dir)
+        artifacts.update(plots)
     registered = log_training_run(
         settings,
         params={
