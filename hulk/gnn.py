@@ -5,8 +5,10 @@
    proposes a few pools of free machines (the machines the model gives the job, with some
    slack, and regions of the sites where its probability mass lies); `hulk.planner.plan_job`
    lays the job out on each (replicas, pipeline order, layers per stage) and the fastest plan
-   wins. Pools are tried in order and the search stops as soon as a plan is no slower than the
-   slowest job placed so far (a faster one could not shorten the makespan). The machines the
+   wins. Pools are tried in order; a pool whose compute alone (work / Σ FLOP/s, the plan's
+   lower bound) cannot beat the best plan so far is skipped, and the search stops as soon as a
+   plan is no slower than the slowest job placed so far (a faster one could not shorten the
+   makespan). The machines the
    winning plan leaves out go back to the free pool for the next job.
 3. A quick check guards the result: a mix whose makespan (jobs side by side) exceeds
    `assign.gnn_fallback_ratio` × the time of running the jobs one after another under the best
@@ -28,7 +30,7 @@ import numpy as np
 
 from hulk.algorithm1 import GB, candidate_pools
 from hulk.assign import QUEUED, placed, waiting, whole_fleet_baselines
-from hulk.cost import Cost, Fleet, Plan
+from hulk.cost import Cost, Fleet, Plan, lower_bound
 from hulk.errors import InputError
 from hulk.jobs import Job
 from hulk.placements import JobPlacement
@@ -94,6 +96,8 @@ def gnn_placements(
         tick = time.perf_counter()
         best: tuple[Plan, Cost] | None = None
         for pool in pools:
+            if best is not None and lower_bound(job, fleet, pool) >= best[1].iteration_s:
+                continue  # even free communication would not beat the best plan so far
             plan, cost = plan_job(job, fleet, pool, settings.planner)
             if plan is not None and cost.feasible:
                 if best is None or cost.iteration_s < best[1].iteration_s:
