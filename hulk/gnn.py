@@ -116,6 +116,9 @@ def gnn_placements(
         free[list(plan.nodes)] = False
         slowest = max(slowest, cost.iteration_s)
         placements[job_index] = placed(job, fleet, plan, cost, baselines=baselines)
+    tick = time.perf_counter()
+    slowest = _offer_idle(placements, free, fleet, settings, options.gnn_idle_rounds)
+    planner_s += time.perf_counter() - tick
     ratio = options.gnn_fallback_ratio
     if sequential > 0 and slowest > ratio * sequential:
         return GnnOutcome(
@@ -126,3 +129,38 @@ def gnn_placements(
             planner_s,
         )
     return GnnOutcome([placements[i] for i in range(len(jobs))], None, grouping_s, planner_s)
+
+
+def _offer_idle(
+    placements: dict[int, JobPlacement],
+    free: np.ndarray,
+    fleet: Fleet,
+    settings: Settings,
+    rounds: int,
+) -> float:
+    """Offer the machines no job took to the slowest job, up to `rounds` times; the makespan.
+
+    The slowest job is re-planned on its machines plus the free ones and keeps the new plan
+    only if it is faster (its released machines go back to the free pool). Jobs are placed
+    largest first without knowing what the smaller ones will get; this is the step that lets
+    the job setting the makespan use what is left over.
+    """
+    for _ in range(rounds):
+        running = {i: p for i, p in placements.items() if p.status == "placed" and p.estimate}
+        if not running or not free.any():
+            break
+        worst = max(running, key=lambda i: running[i].estimate.iteration_s)
+        current = running[worst]
+        pool = np.union1d(np.asarray(current.nodes, np.int64), np.flatnonzero(free))
+        plan, cost = plan_job(current.job, fleet, pool, settings.planner)
+        if plan is None or not cost.feasible:
+            break
+        if cost.iteration_s >= current.estimate.iteration_s * (1 - 1e-9):
+            break
+        free[list(current.nodes)] = True
+        free[list(plan.nodes)] = False
+        placements[worst] = placed(current.job, fleet, plan, cost, baselines=current.baselines)
+    return max(
+        (p.estimate.iteration_s for p in placements.values() if p.estimate is not None),
+        default=0.0,
+    )

@@ -217,6 +217,8 @@ class AssignSettings(Section):
     gnn_group_slack: Annotated[float, Field(ge=1.0)] = 1.5
     gnn_site_slack: Annotated[float, Field(ge=1.0)] = 2.0
     gnn_site_candidates: Annotated[int, Field(ge=0)] = 3
+    # After every job is placed, the slowest is offered the idle machines up to this many times.
+    gnn_idle_rounds: Annotated[int, Field(ge=0)] = 2
 
 
 class ModelSettings(Section):

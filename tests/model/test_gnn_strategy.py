@@ -85,3 +85,25 @@ def test_job_the_fleet_can_never_host_is_an_error(settings: Settings) -> None:
     giant = Job("giant", 30, 8, 1024, 512, 64, 4)  # 480 GB > 400 GB
     with pytest.raises(InputError, match="giant"):
         gnn_placements([giant], fleet(), np.full((4, 2), 0.5), [0], settings)
+
+
+def test_idle_machines_are_offered_to_the_slowest_job(settings: Settings) -> None:
+    near = {(i, j): NEAR for i in range(4) for j in range(i + 1, 4)}
+    close = fleet_of([1e14] * 4, [100.0] * 4, near)
+    proba = np.array([[0.9, 0.1], [0.9, 0.1], [0.1, 0.9], [0.1, 0.9]])  # 2, 3: idle
+
+    def placed_with(rounds: int):
+        options = {
+            "gnn_group_slack": 1.0,
+            "gnn_site_candidates": 0,
+            "gnn_idle_rounds": rounds,
+            "gnn_fallback_ratio": 100.0,  # B over all four would beat two machines
+        }
+        changed = settings.model_copy(update={"assign": settings.assign.model_copy(update=options)})
+        (big,) = gnn_placements([BIG], close, proba, [0], changed).placements
+        return big
+
+    alone, offered = placed_with(0), placed_with(2)
+    assert set(alone.nodes) == {0, 1}
+    assert len(offered.nodes) > 2
+    assert offered.estimate.iteration_s < alone.estimate.iteration_s
