@@ -2,9 +2,12 @@
 
 validate → ingest → graph → teacher labels → train (register in MLflow, promote) → assign (the
 ``assign`` flow: publish + artifacts) → evaluate. Each task runs one step through
-`hulk.steps.run`, the function the DVC stages run too. The teacher labels fan out over the
-corpus's fleets (`hulk.corpus.label_fleet`, one task per fleet) on a Dask task runner (local
-cluster, or params ``flows.dask_address``); their outcomes go to the same corpus step.
+`hulk.steps.run`, the function the DVC stages run too. Two steps fan out on a Dask task runner
+(local cluster, or params ``flows.dask_address``): the teacher labels over the corpus's fleets
+(`hulk.corpus.label_fleet`, one task per fleet; their outcomes go to the same corpus step), and
+the validation over the log's day partitions (the ``validate`` subflow runs the validate step
+with one task per partition calling `hulk.validation.logs.validate_log_day`; the step merges
+their outcomes in day order and writes what it always writes).
 
 A validation error (any `hulk.errors.HulkError`) is never retried and fails the run before
 anything is published: latest.json and the champion stay as they were, and the flow run's
@@ -14,7 +17,8 @@ message names the file and rule.
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
@@ -48,6 +52,31 @@ def teacher_labels(params: str = "params.yaml", data_dir: str | None = None) -> 
     return {fleet: future.result() for fleet, future in futures.items()}
 
 
+Day = TypeVar("Day")
+Outcome = TypeVar("Outcome")
+
+
+@task(name="validate-day", cache_policy=NO_CACHE)
+def validate_day(work: Callable[[Day], Outcome], day: Day) -> Outcome:
+    """One log partition validated (`validate_log_day`, a pure function: any worker may run it)."""
+    return work(day)
+
+
+@flow(name="validate")
+def validate(params: str = "params.yaml", data_dir: str | None = None) -> dict[str, Any]:
+    """The validate step, its log partitions one task each on this flow's task runner (Dask)."""
+    settings = flow_settings(params, data_dir)
+    # The partitions' tasks read the files: they are retried as the step would be.
+    retried = steps.BY_NAME["validate"].retried
+    day_task = validate_day.with_options(**retry_options(settings.flows, retried))
+
+    def map_days(work: Callable[[Day], Outcome], days: Iterable[Day]) -> Iterator[Outcome]:
+        futures = [day_task.submit(work, day) for day in days]
+        return (future.result() for future in futures)  # in day order, whatever finishes first
+
+    return brief(steps.run("validate", settings, map_days=map_days).summary)
+
+
 @flow(name="nightly", log_prints=True)
 def nightly(params: str = "params.yaml", data_dir: str | None = None) -> dict[str, Any]:
     """Validate, ingest, graph, label, train/register/promote, assign/publish, evaluate."""
@@ -59,6 +88,9 @@ def nightly(params: str = "params.yaml", data_dir: str | None = None) -> dict[st
         options = retry_options(settings.flows, step.retried)
         if step.name == "assign":
             done[step.name] = assign_flow(params, data_dir)
+        elif step.name == "validate":
+            fan_out = validate.with_options(task_runner=dask_runner(settings.flows))
+            done[step.name] = fan_out(params, data_dir)
         elif step.name == "corpus" and not pipeline.corpus_is_current(settings):
             labels = teacher_labels.with_options(task_runner=dask_runner(settings.flows))
             outcomes = labels(params, data_dir)

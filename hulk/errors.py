@@ -32,6 +32,10 @@ class InputError(HulkError):
         self.examples = list(examples)
         super().__init__(self.render())
 
+    def __reduce__(self) -> tuple:
+        """Pickle by the constructor's arguments: a worker process's error reaches the caller."""
+        return (type(self), (self.path, self.rule, self.detail, self.examples))
+
     def render(self) -> str:
         where = f"{self.path}: " if self.path else ""
         lines = [f"{where}[{self.rule}] {self.detail}"]

@@ -33,6 +33,7 @@ from hulk.settings import Settings
 
 if TYPE_CHECKING:
     from hulk.cost import Fleet
+    from hulk.validation.logs import MapDays
 
 Progress = Callable[[int, int], None] | None
 
@@ -158,9 +159,17 @@ def _add_findings(report_path: Path, findings: list[Finding]) -> None:
 
 
 def validate(
-    data_dir: Path, settings: Settings, now: dt.datetime | None = None, progress: Progress = None
+    data_dir: Path,
+    settings: Settings,
+    now: dt.datetime | None = None,
+    progress: Progress = None,
+    map_days: MapDays = map,
 ) -> StepResult:
-    """Validate what data_dir holds; raise on errors; record which logs were validated."""
+    """Validate what data_dir holds; raise on errors; record which logs were validated.
+
+    `map_days(validate_log_day, days)` runs the day partitions: `map` (in this process) or an
+    executor's map (the nightly flow's Dask tasks); the outputs are the same either way.
+    """
     from hulk.ingest import window_end_for
     from hulk.validation import run_validation
 
@@ -174,6 +183,7 @@ def validate(
         progress=progress,
         probe_bytes=settings.ingest.latency_probe_bytes,
         window_end=window_end_for(logs_dir, now) if logs_dir.exists() else None,
+        map_days=map_days,
     )
     raise_on_errors(report.findings)
     inventory_file = data_dir / schemas.INVENTORY_FILE

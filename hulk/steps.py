@@ -261,8 +261,9 @@ def run(name: str, settings: Settings, **options: Any) -> pipeline.StepResult:
     """Run step `name` on the data folder of `settings` and write its metrics.
 
     `options` go to the pipeline function (``progress``, ``now``; for ``corpus`` also
-    ``outcomes`` and ``seconds``: fleets labelled elsewhere). Raises what the step raises
-    (`hulk.errors.HulkError` for bad input) before its metrics are written.
+    ``outcomes`` and ``seconds``: fleets labelled elsewhere; for ``validate`` also
+    ``map_days``: how the log partitions are run, e.g. on the flow's Dask workers). Raises
+    what the step raises (`hulk.errors.HulkError` for bad input) before its metrics are written.
     """
     if name not in BY_NAME:
         raise KeyError(f"no step {name!r}; steps: {', '.join(BY_NAME)}")

@@ -13,7 +13,9 @@ be read at all (missing, unparseable, missing or mistyped columns) raises `Input
 
 - `validate_inventory(inventory, path, settings)` → findings
 - `validate_logs(logs_dir, inventory, settings, now, window_days, progress)` → `LogValidation`
-  (findings, and the quarantined raw rows with the rule and file that caught them)
+  (findings, and the quarantined raw rows with the rule and file that caught them); its day
+  partitions fan out (`plan_days` → `validate_log_day` on any executor → `merge_days`, same
+  result whichever runs them; `map_days=` here and in `run_validation`)
 - `validate_links(links, inventory, path, settings)` → findings
 - `run_validation(data_dir, settings, now, window_days, progress)` → `ValidationReport`, writing
   validation/report.json, quarantine.parquet and the HTML Data Docs (validation/docs/index.html)

@@ -13,6 +13,12 @@ suite on one batch (an in-memory frame) at a time:
   HTML Data Docs into ``docs_dir``. The folder is rebuilt on each run, so the docs show exactly
   the latest run.
 
+A batch may also be validated elsewhere (another process or machine: the per-day log fan-out):
+`GxSession.run` returns a picklable `BatchResult` holding the GX result as its JSON dict, and
+`record` stores that result in this session's validation results store under the key the
+checkpoint would have used (suite, run name = batch, run time, batch id), so the Data Docs show
+it exactly as if it had been validated here.
+
 Results are asked for in the COMPLETE format (the full list of unexpected row indices, so a
 rule's offending rows can be quarantined exactly) but without the unexpected *values*, which
 keeps the stored results small even when a whole batch fails.
@@ -27,6 +33,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shutil
+import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -87,6 +94,19 @@ class CheckResult:
     @property
     def failed(self) -> bool:
         return not self.success
+
+
+@dataclass
+class BatchResult:
+    """One suite's result on one batch, in a form that crosses processes (numpy and JSON)."""
+
+    suite: str
+    batch: str  # the run name in the Data Docs
+    batch_id: str  # GX's batch identifier (part of the validation result's store key)
+    success: bool
+    checks: list[CheckResult]
+    gx_result: dict[str, Any]  # ExpectationSuiteValidationResult.to_json_dict()
+    expectation_ids: list[str]  # the validating suite's expectation ids, in suite order
 
 
 @dataclass
@@ -201,6 +221,23 @@ class GxSession:
         `frame` must have a default RangeIndex: unexpected indices are row positions. `batch`
         names the batch in the Data Docs (the run name of its result).
         """
+        return self.run(suite, checks, frame, batch, parameters).checks
+
+    def run(
+        self,
+        suite: str,
+        checks: Callable[[], Sequence[Check]],
+        frame: pd.DataFrame,
+        batch: str,
+        parameters: Mapping[str, Any] | None = None,
+        *,
+        keep: bool = True,
+    ) -> BatchResult:
+        """`validate`, returning the whole result so that another session can `record` it.
+
+        `keep=False` drops the result from this session's store once read (a worker's session
+        validates many batches and keeps none of them).
+        """
         from great_expectations.core.run_identifier import RunIdentifier
 
         checkpoint, rules = self._definition(suite, checks)
@@ -211,11 +248,10 @@ class GxSession:
                 expectation_parameters=dict(parameters or {}),
                 run_id=RunIdentifier(run_name=batch, run_time=self.run_time),
             )
-        (outcome,) = result.run_results.values()
-        record = self.suites.setdefault(suite, SuiteRecord())
-        record.batches += 1
-        if not outcome.success:
-            record.failed_batches.append(batch)
+        ((key, outcome),) = result.run_results.items()
+        if not keep:
+            self.context.validation_results_store.remove_key(key)
+        self._count(suite, batch, bool(outcome.success))
         results = []
         for item in outcome.results:
             config = item.expectation_config
@@ -232,7 +268,52 @@ class GxSession:
             results.append(
                 CheckResult(rule, rules[rule], bool(item.success), max(count, len(index)), index)
             )
-        return results
+        return BatchResult(
+            suite=suite,
+            batch=batch,
+            batch_id=str(key.batch_identifier),
+            success=bool(outcome.success),
+            checks=results,
+            gx_result=outcome.to_json_dict(),
+            expectation_ids=_expectation_ids(checkpoint),
+        )
+
+    def record(self, result: BatchResult, checks: Callable[[], Sequence[Check]]) -> None:
+        """Store a batch's result validated in another session, as if it had run here.
+
+        The suite (built from `checks`) is added to this context if it is not yet, and the
+        result is stored under the key `run` would have used; its ids are this context's, so
+        that the Data Docs link it to this project's suite and validation definition.
+        """
+        from great_expectations.core.run_identifier import RunIdentifier
+        from great_expectations.data_context.types.resource_identifiers import (
+            ExpectationSuiteIdentifier,
+            ValidationResultIdentifier,
+        )
+
+        checkpoint, _ = self._definition(result.suite, checks)
+        store = self.context.validation_results_store
+        value = store.deserialize(result.gx_result)
+        value.meta["validation_id"] = checkpoint.validation_definitions[0].id
+        value.meta["checkpoint_id"] = checkpoint.id
+        value.meta["run_id"] = RunIdentifier(run_name=result.batch, run_time=self.run_time)
+        # Same checks, same order: the validating suite's k-th expectation is this one's k-th.
+        ids = dict(zip(result.expectation_ids, _expectation_ids(checkpoint), strict=True))
+        for item in value.results:
+            item.expectation_config.id = ids.get(item.expectation_config.id)
+        key = ValidationResultIdentifier(
+            expectation_suite_identifier=ExpectationSuiteIdentifier(name=result.suite),
+            run_id=value.meta["run_id"],
+            batch_identifier=result.batch_id,
+        )
+        store.store_validation_results(value, key, key.expectation_suite_identifier)
+        self._count(result.suite, result.batch, result.success)
+
+    def _count(self, suite: str, batch: str, success: bool) -> None:
+        record = self.suites.setdefault(suite, SuiteRecord())
+        record.batches += 1
+        if not success:
+            record.failed_batches.append(batch)
 
     def _definition(self, suite: str, checks: Callable[[], Sequence[Check]]) -> tuple[Any, dict]:
         if suite not in self._definitions:
@@ -279,6 +360,38 @@ class GxSession:
             warnings.simplefilter("ignore")
             self.context.build_data_docs(site_names=[DOCS_SITE])
         return self.docs_dir / "index.html"
+
+
+def _expectation_ids(checkpoint: Any) -> list[str]:
+    return [e.id for e in checkpoint.validation_definitions[0].suite.expectations]
+
+
+_WORKER = threading.local()
+_WORKER_LOCK = threading.Lock()  # GX's current project is one per process
+
+
+def worker_session(run_time: dt.datetime, examples: int) -> GxSession:
+    """This thread's in-memory session for batches validated on behalf of another session.
+
+    Cached per thread (a new context and suite cost ~40 ms a batch) and made without changing
+    the process's current GX project, which the caller's own session may rely on. Batches run
+    through it with `run(..., keep=False)`, so it holds no results between them.
+    """
+    key = (run_time, examples)
+    if getattr(_WORKER, "key", None) != key:
+        from great_expectations.data_context.data_context.context_factory import project_manager
+        from great_expectations.exceptions import DataContextRequiredError
+
+        with _WORKER_LOCK:
+            try:
+                current = project_manager.get_current_project()
+            except DataContextRequiredError:
+                current = None
+            _WORKER.session = GxSession.ephemeral(run_time, examples)
+            if current is not None:
+                project_manager.set_project(current)
+        _WORKER.key = key
+    return _WORKER.session
 
 
 def _quiet(context: AbstractDataContext) -> None:

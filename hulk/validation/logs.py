@@ -4,6 +4,13 @@
 only the log columns, and validates it as one batch. The window is [now − window_days, now];
 partitions whose day ends before it are never opened (like ingest), later ones all are.
 
+The batches fan out: `plan_days` makes one picklable `LogDay` per batch, `validate_log_day` (a
+pure function, any process may run it) reads and validates one in a GX session of its own and
+returns a `DayOutcome`, and `merge_days` folds the outcomes in day order into the window's
+`LogValidation` and records each batch's GX result in the caller's session (its Data Docs).
+`validate_logs(..., map_days=)` runs the three with `map` or any executor's map; the results do
+not depend on which.
+
 Per batch (rule → what happens to the offending rows):
 
 - missing or mistyped column, or an empty value where only ``elapsed_ms`` may be empty: an
@@ -36,7 +43,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,7 +66,14 @@ from hulk.validation._common import (
     plural,
     utc_timestamp,
 )
-from hulk.validation._gx import Check, CheckResult, GxSession, make_check
+from hulk.validation._gx import (
+    BatchResult,
+    Check,
+    CheckResult,
+    GxSession,
+    make_check,
+    worker_session,
+)
 
 SUITE = "hulk.logs"
 Progress = Callable[[int, int], None] | None
@@ -117,13 +131,13 @@ class LogValidation:
 
 
 @dataclass(frozen=True)
-class _Batch:
+class LogBatch:
     label: str  # "day=2026-11-20" or the file name
     day: dt.date | None
     files: tuple[Path, ...]
 
 
-def _batches(logs_dir: Path) -> tuple[list[_Batch], str]:
+def _batches(logs_dir: Path) -> tuple[list[LogBatch], str]:
     """The log files grouped into batches (one per day partition, else one per file)."""
     from hulk.ingest import discover_logs
 
@@ -134,13 +148,13 @@ def _batches(logs_dir: Path) -> tuple[list[_Batch], str]:
             return [], "parquet"  # an empty folder: reported as an empty window
         raise
     by_day: dict[dt.date, list[Path]] = defaultdict(list)
-    loose: list[_Batch] = []
+    loose: list[LogBatch] = []
     for log_file in log_set.files:
         if log_file.day is None:
-            loose.append(_Batch(log_file.path.name, None, (log_file.path,)))
+            loose.append(LogBatch(log_file.path.name, None, (log_file.path,)))
         else:
             by_day[log_file.day].append(log_file.path)
-    days = [_Batch(f"day={d.isoformat()}", d, tuple(sorted(by_day[d]))) for d in sorted(by_day)]
+    days = [LogBatch(f"day={d.isoformat()}", d, tuple(sorted(by_day[d]))) for d in sorted(by_day)]
     return days + loose, log_set.format
 
 
@@ -254,7 +268,7 @@ def _read_csv(path: Path) -> pa.Table:
     return pa.table(out)
 
 
-def _read_batch(batch: _Batch, fmt: str) -> tuple[pd.DataFrame, np.ndarray]:
+def _read_batch(batch: LogBatch, fmt: str) -> tuple[pd.DataFrame, np.ndarray]:
     """One batch's rows (schemas.LOGS, RangeIndex) and the first row of each file in it."""
     read = _read_parquet if fmt == "parquet" else _read_csv
     tables = [read(path) for path in batch.files]
@@ -368,7 +382,7 @@ def checks() -> list[Check]:
 
 
 @dataclass
-class _Window:
+class LogWindow:
     start: pd.Timestamp  # end − window_days
     end: pd.Timestamp  # the window's end (now, unless the caller aligns it with ingest's)
     latest: pd.Timestamp  # now + future_skew_s: later is "in the future"
@@ -391,6 +405,61 @@ class _Window:
         return [d.date() for d in pd.date_range(first, end, freq="D", inclusive="left")]
 
 
+@dataclass(frozen=True)
+class LogDay:
+    """One batch to validate and all it needs: picklable, so that any worker can run it."""
+
+    index: int  # position in the plan: outcomes are merged in this order
+    batch: LogBatch
+    fmt: str  # "parquet" or "csv"
+    machines: Machines
+    window: LogWindow
+    settings: ValidateSettings
+    probe_bytes: int
+    run_time: dt.datetime  # the run time of the GX results (the Data Docs group by it)
+
+
+@dataclass
+class DayOutcome:
+    """What one batch leaves for the window: picklable, merged in day order by `merge_days`.
+
+    Only rows that pass count, except `rows`. `gx` is None for a batch without rows (nothing is
+    validated, as before the fan-out).
+    """
+
+    index: int
+    label: str
+    rows: int = 0
+    kept: int = 0
+    tallies: dict[str, tuple[int, list[dict]]] = field(default_factory=dict)  # count, examples
+    unknown_ids: list[int] = field(default_factory=list)
+    quarantine: pd.DataFrame | None = None
+    days: list[dt.date] = field(default_factory=list)
+    last_ok: np.ndarray | None = None  # int64 µs per machine row; None without a kept ok probe
+    # Successful latency probes sorted by directed pair code (src_row * machines + dst_row):
+    # pair_ms[pair_starts[k]:pair_starts[k + 1]] are those of pair_codes[k].
+    pair_codes: np.ndarray = field(default_factory=lambda: np.empty(0, dtype="int64"))
+    pair_starts: np.ndarray = field(default_factory=lambda: np.empty(0, dtype="int64"))
+    pair_ms: np.ndarray = field(default_factory=lambda: np.empty(0, dtype="float32"))
+    gx: BatchResult | None = None
+
+
+# How the batches are run: `map(validate_log_day, days)` or an executor's map (same order).
+MapDays = Callable[[Callable[[LogDay], DayOutcome], Iterable[LogDay]], Iterable[DayOutcome]]
+
+
+@dataclass
+class LogPlan:
+    """The batches of one validation and the window they are checked against."""
+
+    logs_dir: Path
+    days: list[LogDay]
+    window: LogWindow
+    machines: Machines
+    settings: ValidateSettings
+    probe_bytes: int
+
+
 @dataclass
 class _Totals:
     """What is gathered over the batches (only rows that pass count, except `rows`)."""
@@ -411,22 +480,62 @@ class _Totals:
     def __post_init__(self) -> None:
         self.last_ok = np.full(len(self.machines), np.iinfo("int64").min, dtype="int64")
 
-    def add_latencies(self, src_row: np.ndarray, dst_row: np.ndarray, ms: np.ndarray) -> None:
-        """Remember successful latency probes, grouped by directed pair."""
-        if len(ms) == 0:
-            return
-        codes = src_row * len(self.machines) + dst_row
-        order = np.argsort(codes, kind="stable")
-        codes, values = codes[order], ms[order].astype("float32")
-        starts = np.flatnonzero(np.diff(codes)) + 1
-        firsts = codes[np.r_[0, starts]].tolist()
-        for code, part in zip(firsts, np.split(values, starts), strict=True):
-            self.pair_ms[code].append(part)
+    def add(self, outcome: DayOutcome, examples: int) -> None:
+        """Fold in one batch's outcome (called in day order: examples and lists keep it)."""
+        self.rows += outcome.rows
+        self.kept += outcome.kept
+        for rule, (count, found) in outcome.tallies.items():
+            self.tallies[rule].add(count, found, outcome.label, examples)
+        self.unknown_ids.update(outcome.unknown_ids)
+        if outcome.quarantine is not None:
+            self.quarantine.append(outcome.quarantine)
+        self.days.update(outcome.days)
+        if outcome.last_ok is not None:
+            np.maximum(self.last_ok, outcome.last_ok, out=self.last_ok)
+        if len(outcome.pair_codes):
+            parts = np.split(outcome.pair_ms, outcome.pair_starts[1:])
+            for code, part in zip(outcome.pair_codes.tolist(), parts, strict=True):
+                self.pair_ms[code].append(part)
 
 
 def _micros(stamp: pd.Timestamp) -> int:
     """Microseconds since the epoch (Timestamp.value is always in nanoseconds)."""
     return int(stamp.value // 1000)
+
+
+def plan_days(
+    logs_dir: Path,
+    inventory: pd.DataFrame,
+    settings: ValidateSettings,
+    now: dt.datetime,
+    window_days: int,
+    *,
+    probe_bytes: int = LATENCY_PROBE_BYTES,
+    window_end: dt.datetime | None = None,
+    run_time: dt.datetime | None = None,
+) -> LogPlan:
+    """The window and its batches, each a `LogDay` any worker can validate (see validate_logs).
+
+    `run_time` is the run time of the GX results (the session's; `now` when None). Raises
+    InputError for a log folder without log files.
+    """
+    logs_dir = Path(logs_dir)
+    batches, fmt = _batches(logs_dir)
+    now_ts = utc_timestamp(now)
+    end_ts = now_ts if window_end is None else utc_timestamp(window_end)
+    window = LogWindow(
+        start=end_ts - pd.Timedelta(days=window_days),
+        end=end_ts,
+        latest=now_ts + pd.Timedelta(seconds=settings.future_skew_s),
+    )
+    batches = [b for b in batches if b.day is None or b.day >= window.start.date()]
+    machines = Machines.from_inventory(inventory)
+    run_time = now_ts.to_pydatetime() if run_time is None else run_time
+    days = [
+        LogDay(i, batch, fmt, machines, window, settings, probe_bytes, run_time)
+        for i, batch in enumerate(batches)
+    ]
+    return LogPlan(logs_dir, days, window, machines, settings, probe_bytes)
 
 
 def validate_logs(
@@ -440,6 +549,7 @@ def validate_logs(
     session: GxSession | None = None,
     probe_bytes: int = LATENCY_PROBE_BYTES,
     window_end: dt.datetime | None = None,
+    map_days: MapDays = map,
 ) -> LogValidation:
     """Validate the raw logs of the window [end − window_days, end], one partition at a time.
 
@@ -449,30 +559,54 @@ def validate_logs(
     Raises InputError for a log folder without log files, or a file that cannot be read (missing
     or mistyped column, naming the file and column); every other problem is a finding.
     `progress(done, total)` is called after each batch. `session` is the Great Expectations
-    session to validate through (in memory when None); `probe_bytes` is the latency-probe size.
+    session whose project gets every batch's result (none kept when None); `probe_bytes` is the
+    latency-probe size. `map_days(validate_log_day, days)` runs the batches: the built-in `map`
+    (one after another, here), or an executor's `map` (``ProcessPoolExecutor().map``, a Dask
+    client's); it must yield the outcomes in the order of `days`, and any order of work gives
+    the same result.
     """
-    logs_dir = Path(logs_dir)
-    batches, fmt = _batches(logs_dir)
-    now_ts = utc_timestamp(now)
-    end_ts = now_ts if window_end is None else utc_timestamp(window_end)
-    window = _Window(
-        start=end_ts - pd.Timedelta(days=window_days),
-        end=end_ts,
-        latest=now_ts + pd.Timedelta(seconds=settings.future_skew_s),
+    run_time = None if session is None else session.run_time
+    plan = plan_days(
+        logs_dir,
+        inventory,
+        settings,
+        now,
+        window_days,
+        probe_bytes=probe_bytes,
+        window_end=window_end,
+        run_time=run_time,
     )
-    batches = [b for b in batches if b.day is None or b.day >= window.start.date()]
-    session = session or GxSession.ephemeral(examples=settings.examples)
-    totals = _Totals(Machines.from_inventory(inventory), probe_bytes)
-    for done, batch in enumerate(batches, start=1):
-        frame, offsets = _read_batch(batch, fmt)
-        _validate_batch(batch, frame, offsets, window, settings, session, totals)
-        del frame
+    outcomes = []
+    for done, outcome in enumerate(map_days(validate_log_day, plan.days), start=1):
+        outcomes.append(outcome)
         if progress is not None:
-            progress(done, len(batches))
+            progress(done, len(plan.days))
+    return merge_days(plan, outcomes, session=session)
 
-    where = str(logs_dir)
+
+def merge_days(
+    plan: LogPlan, outcomes: Iterable[DayOutcome], *, session: GxSession | None = None
+) -> LogValidation:
+    """The window's findings and quarantine from every batch's outcome, merged in day order.
+
+    The outcomes may come in any order (they are sorted by their plan index) but must be one
+    per batch of the plan. Each batch's GX result goes into `session` (its Data Docs), in day
+    order.
+    """
+    ordered = sorted(outcomes, key=lambda o: o.index)
+    labels = [o.label for o in ordered]
+    expected = [d.batch.label for d in plan.days]
+    if labels != expected or [o.index for o in ordered] != list(range(len(plan.days))):
+        raise ValueError(f"outcomes of batches {labels} do not match the plan's {expected}")
+    totals = _Totals(plan.machines, plan.probe_bytes)
+    for outcome in ordered:
+        totals.add(outcome, plan.settings.examples)
+        if session is not None and outcome.gx is not None:
+            session.record(outcome.gx, checks)
+
+    settings, window, where = plan.settings, plan.window, str(plan.logs_dir)
     findings = _row_findings(totals, where)
-    findings += _window_findings(totals, window, settings, where, len(batches))
+    findings += _window_findings(totals, window, settings, where, len(plan.days))
     quarantine = (
         pd.concat(totals.quarantine, ignore_index=True)
         if totals.quarantine
@@ -483,7 +617,7 @@ def validate_logs(
         findings=findings,
         quarantine=quarantine,
         rows=totals.rows,
-        batches=len(batches),
+        batches=len(plan.days),
         window_start=window.start,
         window_end=window.end,
         quarantined_by_rule={
@@ -492,20 +626,24 @@ def validate_logs(
     )
 
 
+def validate_log_day(day: LogDay) -> DayOutcome:
+    """Read and validate one batch in a GX session of this thread's own (a pure function).
+
+    Raises InputError for a file that cannot be read, naming the file and column.
+    """
+    frame, offsets = _read_batch(day.batch, day.fmt)
+    session = worker_session(day.run_time, day.settings.examples)
+    return _validate_batch(day, frame, offsets, session)
+
+
 def _validate_batch(
-    batch: _Batch,
-    frame: pd.DataFrame,
-    offsets: np.ndarray,
-    window: _Window,
-    settings: ValidateSettings,
-    session: GxSession,
-    totals: _Totals,
-) -> None:
+    day: LogDay, frame: pd.DataFrame, offsets: np.ndarray, session: GxSession
+) -> DayOutcome:
+    batch, window, settings, machines = day.batch, day.window, day.settings, day.machines
     n = len(frame)
-    totals.rows += n
+    outcome = DayOutcome(day.index, batch.label, rows=n)
     if n == 0:
-        return
-    machines = totals.machines
+        return outcome
     src = frame["src"].to_numpy()
     dst = frame["dst"].to_numpy()
     src_row, dst_row = machines.positions(src), machines.positions(dst)
@@ -514,12 +652,12 @@ def _validate_batch(
     frame["is_self_loop"] = src == dst
     frame["fiber_floor_ms"] = machines.floor_ms(src_row, dst_row, settings.fiber_km_per_ms)
     ts_min, ts_max = window.bounds(batch.day)
-    results = session.validate(
-        SUITE, checks, frame, batch.label, {"ts_min": ts_min, "ts_max": ts_max}
+    outcome.gx = session.run(
+        SUITE, checks, frame, batch.label, {"ts_min": ts_min, "ts_max": ts_max}, keep=False
     )
 
     ts_us = frame["ts"].to_numpy(dtype="datetime64[us]").astype("int64")
-    flagged = _flagged_rows(results, frame, ts_us, window)
+    flagged = _flagged_rows(outcome.gx.checks, frame, ts_us, window)
     rule_of = np.full(n, -1, dtype="int8")
     for code, rule in enumerate(QUARANTINE_ORDER):
         rows = flagged.get(rule)
@@ -535,6 +673,7 @@ def _validate_batch(
         names = np.array([str(p) for p in batch.files], dtype=object)
         return part[list(schemas.LOGS)].assign(file=names[file_no], row=rows - offsets[file_no])
 
+    unknown: set[int] = set()
     for rule, rows in flagged.items():
         if len(rows) == 0:
             continue
@@ -543,33 +682,44 @@ def _validate_batch(
             examples = examples.assign(
                 fiber_floor_ms=frame["fiber_floor_ms"].to_numpy()[rows[: settings.examples]]
             )
-        totals.tallies[rule].add(len(rows), frame_records(examples), batch.label, settings.examples)
+        outcome.tallies[rule] = (len(rows), frame_records(examples))
         if rule == "logs.unknown_machine":
-            totals.unknown_ids.update(src[rows][src_row[rows] < 0].tolist())
-            totals.unknown_ids.update(dst[rows][dst_row[rows] < 0].tolist())
+            unknown.update(src[rows][src_row[rows] < 0].tolist())
+            unknown.update(dst[rows][dst_row[rows] < 0].tolist())
+    outcome.unknown_ids = sorted(unknown)
     if len(bad):
         rules = np.array(QUARANTINE_ORDER, dtype=object)[rule_of[bad]]
-        totals.quarantine.append(located(bad).assign(rule=rules))
+        outcome.quarantine = located(bad).assign(rule=rules)
 
     keep = rule_of < 0
-    totals.kept += int(keep.sum())
+    outcome.kept = int(keep.sum())
     if not keep.any():
-        return
+        return outcome
     if batch.day is not None:
-        totals.days.add(batch.day)
+        outcome.days = [batch.day]
     else:
         days = np.unique(ts_us[keep] // 86_400_000_000)
-        totals.days.update(dt.date(1970, 1, 1) + dt.timedelta(days=int(d)) for d in days)
+        outcome.days = [dt.date(1970, 1, 1) + dt.timedelta(days=int(d)) for d in days]
     ok = keep & (frame["status"] == schemas.PROBE_OK).to_numpy(dtype=bool)
-    np.maximum.at(totals.last_ok, src_row[ok], ts_us[ok])
-    np.maximum.at(totals.last_ok, dst_row[ok], ts_us[ok])
+    if ok.any():
+        outcome.last_ok = np.full(len(machines), np.iinfo("int64").min, dtype="int64")
+        np.maximum.at(outcome.last_ok, src_row[ok], ts_us[ok])
+        np.maximum.at(outcome.last_ok, dst_row[ok], ts_us[ok])
     elapsed = frame["elapsed_ms"].to_numpy()
-    probe = ok & (frame["msg_bytes"].to_numpy() == totals.probe_bytes) & np.isfinite(elapsed)
-    totals.add_latencies(src_row[probe], dst_row[probe], elapsed[probe])
+    probe = ok & (frame["msg_bytes"].to_numpy() == day.probe_bytes) & np.isfinite(elapsed)
+    if probe.any():
+        codes = src_row[probe] * len(machines) + dst_row[probe]
+        order = np.argsort(codes, kind="stable")
+        codes = codes[order]
+        starts = np.r_[0, np.flatnonzero(np.diff(codes)) + 1].astype("int64")
+        outcome.pair_codes = codes[starts]
+        outcome.pair_starts = starts
+        outcome.pair_ms = elapsed[probe][order].astype("float32")
+    return outcome
 
 
 def _flagged_rows(
-    results: list[CheckResult], frame: pd.DataFrame, ts_us: np.ndarray, window: _Window
+    results: list[CheckResult], frame: pd.DataFrame, ts_us: np.ndarray, window: LogWindow
 ) -> dict[str, np.ndarray]:
     """Offending row positions by rule (the ts check split into its three rules)."""
     flagged: dict[str, list[np.ndarray]] = defaultdict(list)
@@ -618,7 +768,7 @@ def _row_findings(totals: _Totals, where: str) -> list[Finding]:
 
 
 def _window_findings(
-    totals: _Totals, window: _Window, settings: ValidateSettings, where: str, batches: int
+    totals: _Totals, window: LogWindow, settings: ValidateSettings, where: str, batches: int
 ) -> list[Finding]:
     span = f"[{window.start.isoformat()}, {window.end.isoformat()}]"
     if totals.rows == 0:
@@ -652,7 +802,7 @@ def _window_findings(
 
 
 def _stale_machines(
-    totals: _Totals, window: _Window, settings: ValidateSettings, where: str
+    totals: _Totals, window: LogWindow, settings: ValidateSettings, where: str
 ) -> list[Finding]:
     machines = totals.machines
     since = window.end - pd.Timedelta(hours=settings.stale_after_hours)

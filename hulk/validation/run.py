@@ -17,7 +17,7 @@ from hulk.validation._common import LATENCY_PROBE_BYTES, json_value, utc_timesta
 from hulk.validation._gx import GxSession
 from hulk.validation.inventory import read_inventory, validate_inventory
 from hulk.validation.links import read_links, validate_links
-from hulk.validation.logs import QUARANTINE_COLUMNS, Progress, validate_logs
+from hulk.validation.logs import QUARANTINE_COLUMNS, MapDays, Progress, validate_logs
 
 REPORT_FILE = "report.json"
 DOCS_DIR = "docs"
@@ -49,6 +49,7 @@ def run_validation(
     *,
     probe_bytes: int = LATENCY_PROBE_BYTES,
     window_end: dt.datetime | None = None,
+    map_days: MapDays = map,
 ) -> ValidationReport:
     """Validate data_dir's inventory, raw logs (if any) and link table (if any).
 
@@ -56,7 +57,9 @@ def run_validation(
     there are logs) and the Great Expectations Data Docs under data_dir/validation/docs (a
     file-mode GX project under data_dir/validation/gx, rebuilt on every run). Error findings do
     not raise (see hulk.findings.raise_on_errors); a file that cannot be read at all does
-    (InputError naming the file and column).
+    (InputError naming the file and column). `map_days` runs the log partitions (see
+    `validate_logs`: `map`, one after another, or an executor's map); the Data Docs get every
+    partition's result whichever runs them.
     """
     data_dir = Path(data_dir)
     out_dir = data_dir / schemas.VALIDATION_DIR
@@ -83,6 +86,7 @@ def run_validation(
             session=session,
             probe_bytes=probe_bytes,
             window_end=window_end,
+            map_days=map_days,
         )
         findings += checked.findings
         quarantine = checked.quarantine
