@@ -79,8 +79,13 @@ def prefect_api() -> Iterator[str]:
     if url:
         yield url
         return
+    from prefect.logging.handlers import APILogWorker
     from prefect.server.api.server import SubprocessASGIServer
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.settings import (
+        PREFECT_API_URL,
+        PREFECT_LOGGING_TO_API_ENABLED,
+        temporary_settings,
+    )
 
     server = SubprocessASGIServer()
     server.start()
@@ -88,6 +93,10 @@ def prefect_api() -> Iterator[str]:
     try:
         with temporary_settings({PREFECT_API_URL: server.api_url}):
             yield server.api_url
+            # Send the run's last logs while the server is up: left queued, they would be
+            # retried against the stopped server for about a minute when the process exits.
+            APILogWorker.drain_all(timeout=10)
     finally:
         os.environ.pop("PREFECT_API_URL", None)
-        server.stop()
+        with temporary_settings({PREFECT_LOGGING_TO_API_ENABLED: False}):
+            server.stop()  # it logs that it stops: to the console only

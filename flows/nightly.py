@@ -56,23 +56,29 @@ Day = TypeVar("Day")
 Outcome = TypeVar("Outcome")
 
 
-@task(name="validate-day", cache_policy=NO_CACHE)
-def validate_day(work: Callable[[Day], Outcome], day: Day) -> Outcome:
-    """One log partition validated (`validate_log_day`, a pure function: any worker may run it)."""
-    return work(day)
+@task(name="validate-days", cache_policy=NO_CACHE)
+def validate_days(work: Callable[[Day], Outcome], days: list[Day]) -> list[Outcome]:
+    """A run of log partitions validated in turn (`validate_log_day`, a pure function: any
+    worker may run it)."""
+    return [work(day) for day in days]
 
 
 @flow(name="validate")
 def validate(params: str = "params.yaml", data_dir: str | None = None) -> dict[str, Any]:
-    """The validate step, its log partitions one task each on this flow's task runner (Dask)."""
+    """The validate step, its log partitions in runs of `flows.days_per_task` days, one task
+    per run on this flow's task runner (Dask)."""
     settings = flow_settings(params, data_dir)
     # The partitions' tasks read the files: they are retried as the step would be.
     retried = steps.BY_NAME["validate"].retried
-    day_task = validate_day.with_options(**retry_options(settings.flows, retried))
+    days_task = validate_days.with_options(**retry_options(settings.flows, retried))
+    size = settings.flows.days_per_task
 
     def map_days(work: Callable[[Day], Outcome], days: Iterable[Day]) -> Iterator[Outcome]:
-        futures = [day_task.submit(work, day) for day in days]
-        return (future.result() for future in futures)  # in day order, whatever finishes first
+        days = list(days)
+        runs = [days[start : start + size] for start in range(0, len(days), size)]
+        futures = [days_task.submit(work, run) for run in runs]
+        # In day order, whatever finishes first.
+        return (outcome for future in futures for outcome in future.result())
 
     return brief(steps.run("validate", settings, map_days=map_days).summary)
 

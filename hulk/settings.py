@@ -340,6 +340,9 @@ class FlowsSettings(Section):
     dask_processes: bool = True
     # Retries of the steps that touch files or the registry, with exponential back-off from
     # retry_delay_s (a validation error is never retried: it fails the run at once).
+    # Log partitions validated per task: a task per day costs more in bookkeeping than the
+    # day's validation on a small fleet.
+    days_per_task: PositiveInt = 15
     retries: Annotated[int, Field(ge=0)] = 2
     retry_delay_s: Annotated[float, Field(ge=0)] = 2.0
 
