@@ -269,8 +269,8 @@ def _run_nightly(ctx: typer.Context, data: Path, total: float) -> None:
             f"{api.removesuffix('/api')} (this run)"
             if api
             else "prefect server start  → http://127.0.0.1:4200 "
-            "(this run used a temporary API; export PREFECT_API_URL="
-            "http://127.0.0.1:4200/api to keep runs)",
+            "(this run used a temporary API over the local Prefect database, ~/.prefect: "
+            "the server shows it with its artifacts)",
         ),
     ):
         out.print(f"    {label:<12} {escape(where)}")
