@@ -44,17 +44,21 @@ def _schedule(record: dict[str, Any]) -> Any:
     raise ValueError(f"prefect.yaml: unsupported schedule {record}")
 
 
-def deployments(path: Path = PREFECT_YAML) -> list[Any]:
-    """One RunnerDeployment per deployment of prefect.yaml, with its schedules."""
+def deployments(path: Path = PREFECT_YAML, params: str | None = None) -> list[Any]:
+    """One RunnerDeployment per deployment of prefect.yaml, with its schedules; `params`, when
+    given, is the settings file every run reads (instead of prefect.yaml's)."""
     spec = yaml.safe_load(path.read_text(encoding="utf-8"))
     made = []
     for record in spec["deployments"]:
         flow = load_entrypoint(record["entrypoint"], path.parent)
+        parameters = dict(record.get("parameters") or {})
+        if params is not None:
+            parameters["params"] = params
         made.append(
             flow.to_deployment(
                 name=record["name"],
                 description=record.get("description"),
-                parameters=record.get("parameters") or {},
+                parameters=parameters,
                 tags=record.get("tags") or [],
                 schedules=[_schedule(s) for s in record.get("schedules") or []],
                 concurrency_limit=record.get("concurrency_limit"),
@@ -63,11 +67,11 @@ def deployments(path: Path = PREFECT_YAML) -> list[Any]:
     return made
 
 
-def main() -> None:
-    """Serve every deployment of prefect.yaml until interrupted."""
+def main(params: str | None = None) -> None:
+    """Serve every deployment of prefect.yaml until interrupted (runs read `params`)."""
     from prefect import serve
 
-    serve(*deployments())
+    serve(*deployments(params=params))
 
 
 if __name__ == "__main__":

@@ -326,12 +326,13 @@ def dvc_yaml(
 
 
 @app.command()
-def serve() -> None:
+def serve(ctx: typer.Context) -> None:
     """Serve the nightly and assign deployments with prefect.yaml's schedules (needs a Prefect
-    server: `prefect server start`, and PREFECT_API_URL=http://127.0.0.1:4200/api)."""
+    server: `prefect server start`, and PREFECT_API_URL=http://127.0.0.1:4200/api); their runs
+    read the --params file."""
     from flows.serve import main as serve_main
 
-    serve_main()
+    serve_main(params=str(_params_path(ctx).resolve()))
 
 
 @app.command()

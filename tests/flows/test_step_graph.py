@@ -58,3 +58,7 @@ def test_prefect_yaml_deployments_load_with_their_schedules() -> None:
     assert made["nightly"].schedules[0].schedule.cron == "0 2 * * *"
     assert str(made["nightly"].schedules[0].schedule.timezone) == "UTC"
     assert made["assign"].schedules[0].schedule.interval.total_seconds() == 900
+    assert made["nightly"].parameters == {"params": "params.yaml"}
+    # `hulk --params FILE serve`: every served run reads that file.
+    mine = {d.name: d for d in deployments(REPO / "prefect.yaml", params="/srv/mine.yaml")}
+    assert {d.parameters["params"] for d in mine.values()} == {"/srv/mine.yaml"}
