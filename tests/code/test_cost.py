@@ -226,6 +226,27 @@ def test_ring_order_improves_nearest_neighbour_with_two_opt() -> None:
     assert total == pytest.approx(26.0)
 
 
+def test_large_ring_is_a_two_opt_local_optimum() -> None:
+    # 230 machines in 12 far-apart cities (beyond the full search's 200 nodes). Neighbour lists
+    # alone leave improving moves between cities here; the full search that follows does not.
+    rng = np.random.default_rng(0)
+    cities = rng.random((12, 2)) * 100
+    points = cities[rng.integers(0, 12, 230)] + rng.random((230, 2))
+    distance = np.hypot(*(points[:, None, :] - points[None, :, :]).transpose(2, 0, 1))
+    n = len(points)
+    links = {(i, j): (distance[i, j], 1e9) for i in range(n) for j in range(i + 1, n)}
+    fleet = fleet_of([1.0] * n, [1.0] * n, links)
+    ring = np.array(ring_order(fleet, range(n)))
+    assert sorted(ring.tolist()) == list(range(n)) and ring[0] == 0
+    nxt = np.roll(ring, -1)
+    edge = distance[ring, nxt]
+    gain = edge[:, None] + edge[None, :] - distance[np.ix_(ring, ring)] - distance[np.ix_(nxt, nxt)]
+    i, j = np.triu_indices(n, k=2)  # two edges that share no node: a 2-opt move
+    move = ~((i == 0) & (j == n - 1))
+    assert gain[i[move], j[move]].max() <= 1e-9
+    assert ring.tolist() == ring_order(fleet_of([1.0] * n, [1.0] * n, links), range(n))
+
+
 def test_ring_order_avoids_slow_pairs() -> None:
     # A square: sides 1 ms, diagonals 100 ms. The ring walks the sides.
     side, diagonal = 0.001, 0.1
