@@ -35,18 +35,22 @@ machine's memory.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
 
 from hulk.cost import (
     GB,
+    GRADIENT_BYTES_PER_PARAM,
     Cost,
     Fleet,
     Plan,
+    allreduce_lower_bound,
     allreduce_time,
     even_split,
     micro_batches,
+    pipeline_time,
     plan_time,
 )
 from hulk.jobs import Job
@@ -72,24 +76,40 @@ def _no_machines(system: str) -> Cost:
     return Cost.infeasible(f"System {system}: the fleet has no active machine")
 
 
-def system_a(job: Job, fleet: Fleet) -> tuple[Cost, Plan | None]:
-    """Data parallel: a full replica on every active machine that can hold the model."""
+def _a_nodes(job: Job, fleet: Fleet) -> np.ndarray | Cost:
+    """System A's machines (every active one holding the whole model), or why there are none."""
     active = fleet.active_indices()
     if not len(active):
-        return _no_machines("A"), None
+        return _no_machines("A")
     nodes = active[fleet.memory_bytes[active] >= job.min_memory_bytes]
     if not len(nodes):
         largest = fleet.memory_bytes[active].max() / GB
         return Cost.infeasible(
             f"System A: no active machine holds the whole model ({job.min_memory_bytes / GB:.0f}"
             f" GB needed, the largest has {largest:.0f} GB)"
-        ), None
-    blocked = _unreachable(fleet, nodes, "A")
-    if blocked:
-        return blocked, None
+        )
+    return _unreachable(fleet, nodes, "A") or nodes
+
+
+def system_a(job: Job, fleet: Fleet) -> tuple[Cost, Plan | None]:
+    """Data parallel: a full replica on every active machine that can hold the model."""
+    nodes = _a_nodes(job, fleet)
+    if isinstance(nodes, Cost):
+        return nodes, None
     layers = np.array([job.layers])
     cost = plan_time(job, fleet, nodes[:, None], layers)
     return cost, Plan.from_arrays(nodes[:, None], layers) if cost.feasible else None
+
+
+def _a_lower_bound(job: Job, fleet: Fleet) -> float:
+    """System A's time with its gradient ring bounded, not ordered (inf when infeasible)."""
+    nodes = _a_nodes(job, fleet)
+    if isinstance(nodes, Cost):
+        return math.inf
+    slowest = int(nodes[np.argmin(fleet.compute_flops[nodes])])
+    pipeline, _ = pipeline_time(job, fleet, [slowest], [job.layers], replicas=len(nodes))
+    gradient = GRADIENT_BYTES_PER_PARAM * job.params
+    return pipeline + allreduce_lower_bound(fleet, nodes, gradient)
 
 
 def system_b(job: Job, fleet: Fleet) -> tuple[Cost, Plan | None]:
@@ -107,25 +127,46 @@ def system_b(job: Job, fleet: Fleet) -> tuple[Cost, Plan | None]:
     return cost, Plan.from_arrays(nodes[None, :], layers)
 
 
-def system_c(job: Job, fleet: Fleet) -> tuple[Cost, Plan | None]:
-    """Megatron tensor parallel over every active machine (formula in the module docstring)."""
+def _c_nodes(job: Job, fleet: Fleet) -> np.ndarray | Cost:
+    """System C's machines (every active one), or why it cannot run the job."""
     nodes = fleet.active_indices()
     n = len(nodes)
     if not n:
-        return _no_machines("C"), None
+        return _no_machines("C")
     blocked = _unreachable(fleet, nodes, "C")
     if blocked:
-        return blocked, None
+        return blocked
     smallest = float(fleet.memory_bytes[nodes].min())
     if job.min_memory_bytes / n > smallest:
         return Cost.infeasible(
             f"System C: each of the {n} machines needs {job.min_memory_bytes / n / GB:.1f} GB, "
             f"the smallest has {smallest / GB:.0f} GB"
-        ), None
+        )
+    return nodes
+
+
+def _c_time(job: Job, fleet: Fleet, nodes: np.ndarray, per_allreduce: float) -> Cost:
+    n = len(nodes)
     compute = job.flops_per_iteration / (n * float(fleet.compute_flops[nodes].min()))
-    per_allreduce = allreduce_time(fleet, nodes, job.activation_bytes)
     comm = job.layers * micro_batches(job, 1) * TP_ALLREDUCES_PER_LAYER * per_allreduce
-    return Cost(compute + comm, compute, comm), None
+    return Cost(compute + comm, compute, comm)
+
+
+def system_c(job: Job, fleet: Fleet) -> tuple[Cost, Plan | None]:
+    """Megatron tensor parallel over every active machine (formula in the module docstring)."""
+    nodes = _c_nodes(job, fleet)
+    if isinstance(nodes, Cost):
+        return nodes, None
+    return _c_time(job, fleet, nodes, allreduce_time(fleet, nodes, job.activation_bytes)), None
+
+
+def _c_lower_bound(job: Job, fleet: Fleet) -> float:
+    """System C's time with its activation ring bounded, not ordered (inf when infeasible)."""
+    nodes = _c_nodes(job, fleet)
+    if isinstance(nodes, Cost):
+        return math.inf
+    bound = allreduce_lower_bound(fleet, nodes, job.activation_bytes)
+    return _c_time(job, fleet, nodes, bound).iteration_s
 
 
 SYSTEMS: dict[str, Baseline] = {"A": system_a, "B": system_b, "C": system_c}
@@ -134,3 +175,22 @@ SYSTEMS: dict[str, Baseline] = {"A": system_a, "B": system_b, "C": system_c}
 def baselines(job: Job, fleet: Fleet) -> dict[str, Cost]:
     """Costs of Systems A, B and C for `job` on `fleet` (infeasible ones carry a reason)."""
     return {name: system(job, fleet)[0] for name, system in SYSTEMS.items()}
+
+
+def best_baseline_seconds(job: Job, fleet: Fleet) -> float | None:
+    """The least iteration time of Systems A, B and C for `job` (None when none can run it).
+
+    The same value as the least feasible one of `baselines`, found cheaply: System B is timed
+    (no ring), and A or C only when a lower bound on it (its ring bounded by
+    `hulk.cost.allreduce_lower_bound`, not ordered) beats the best so far. Ordering a ring
+    through hundreds of machines is what A and C cost; on a fleet spread over cities their
+    bounds already lose to B.
+    """
+    cost_b = system_b(job, fleet)[0]
+    best = cost_b.iteration_s if cost_b.feasible else math.inf
+    for bound, system in ((_a_lower_bound, system_a), (_c_lower_bound, system_c)):
+        if bound(job, fleet) < best:
+            cost = system(job, fleet)[0]
+            if cost.feasible:
+                best = min(best, cost.iteration_s)
+    return best if math.isfinite(best) else None

@@ -101,6 +101,7 @@ class Fleet:
     relayed: np.ndarray  # (n, n) bool: no direct link, a relay path is used
     component: np.ndarray  # (n,) int: i and j can reach each other iff equal
     _rings: dict = field(default_factory=dict, repr=False)
+    _ring_bounds: dict = field(default_factory=dict, repr=False)
 
     @property
     def n(self) -> int:
@@ -478,6 +479,48 @@ def allreduce_time(fleet: Fleet, nodes: Iterable[int], nbytes: float) -> float:
         return 0.0
     alpha, beta = ring_bottleneck(fleet, nodes)
     return float(2 * (d - 1) * alpha + 2 * (d - 1) / d * nbytes / beta)
+
+
+def allreduce_lower_bound(fleet: Fleet, nodes: Iterable[int], nbytes: float) -> float:
+    """A lower bound on `allreduce_time` that orders no ring: O(d²) for d machines.
+
+    Leaving out one link of a ring gives a path through all d machines, a spanning tree, so the
+    ring's slowest link is no faster than the bottleneck spanning tree's (the minimum spanning
+    tree's longest edge, latencies taken in the faster direction) and its narrowest link no
+    wider than the widest tree's narrowest. Exact for two machines.
+    """
+    key = tuple(sorted(int(n) for n in nodes))
+    d = len(key)
+    if d <= 1:
+        return 0.0
+    bounds = fleet._ring_bounds.get(key)  # per machine set, as the rings themselves
+    if bounds is None:
+        idx = np.asarray(key, np.int64)
+        grid = np.ix_(idx, idx)
+        latency, bandwidth = fleet.latency_s[grid], fleet.bandwidth_Bps[grid]
+        alpha = _bottleneck_tree(np.minimum(latency, latency.T))
+        beta = -_bottleneck_tree(-np.maximum(bandwidth, bandwidth.T))
+        if len(fleet._ring_bounds) >= _RING_CACHE_LIMIT:
+            fleet._ring_bounds.clear()
+        bounds = fleet._ring_bounds[key] = (alpha, beta)
+    alpha, beta = bounds
+    return float(2 * (d - 1) * alpha + 2 * (d - 1) / d * nbytes / beta)
+
+
+def _bottleneck_tree(weight: np.ndarray) -> float:
+    """The longest edge of a minimum spanning tree of symmetric `weight` (Prim, O(d²))."""
+    d = len(weight)
+    inside = np.zeros(d, bool)
+    inside[0] = True
+    reach = weight[0].astype(float)
+    longest = -np.inf
+    for _ in range(d - 1):
+        candidates = np.where(inside, np.inf, reach)
+        k = int(np.argmin(candidates))
+        longest = max(longest, float(candidates[k]))
+        inside[k] = True
+        reach = np.minimum(reach, weight[k])
+    return longest
 
 
 def _ring(fleet: Fleet, nodes: Iterable[int]) -> tuple[tuple[int, ...], float, float]:

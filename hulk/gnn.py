@@ -3,33 +3,39 @@
 1. The model gives each machine a probability per job of the mix (size order) and for idle.
 2. Jobs are placed one at a time, largest first. For each, `hulk.algorithm1.candidate_pools`
    proposes a few pools of free machines (the machines the model gives the job, with some
-   slack, and regions of the sites where its probability mass lies); `hulk.planner.plan_job`
-   lays the job out on each (replicas, pipeline order, layers per stage) and the fastest plan
-   wins. Pools are tried in order; a pool whose compute alone (work / Σ FLOP/s, the plan's
-   lower bound) cannot beat the best plan so far is skipped, and the search stops as soon as a
-   plan is no slower than the slowest job placed so far (a faster one could not shorten the
-   makespan). The machines the
-   winning plan leaves out go back to the free pool for the next job.
-3. A quick check guards the result: a mix whose makespan (jobs side by side) exceeds
+   slack, and regions of the sites where its probability mass lies), and one planner search
+   over all of them (`hulk.planner.plan_job_among`) lays the job out (replicas, pipeline order,
+   layers per stage) on the best. The machines that plan leaves out go back to the free pool.
+3. The slowest job is then offered the machines no job took (`assign.gnn_idle_rounds` times):
+   its pools are proposed again with its own machines counted free, each pool joined with its
+   own machines (and, when they are few, all the idle machines with its own), and it keeps a
+   faster plan if the planner finds one. Jobs are placed largest first without knowing what
+   the smaller ones will leave; this lets the job that sets the makespan use the rest.
+4. A quick check guards the result: a mix whose makespan (jobs side by side) exceeds
    `assign.gnn_fallback_ratio` × the time of running the jobs one after another under the best
-   of Systems A, B and C is clearly wrong; then the caller uses the teacher's placements
-   instead, and the reason returned goes into the placements file.
+   of Systems A, B and C (`hulk.baselines.best_baseline_seconds`) is clearly wrong; then the
+   caller uses the teacher's placements instead, and the reason goes into the placements file.
 
-Jobs the whole fleet can never host are rejected up front with the teacher's `InputError`, as
-in every concurrent strategy. A job the free machines cannot hold after the larger jobs took
-theirs waits (`queued`, with the memory it needs and the memory left).
+`gnn_decide` makes these decisions and times them; `gnn_placements` turns them into the
+placements file's records, which also carry every job's A/B/C baselines (reporting, computed
+for every strategy alike). Jobs the whole fleet can never host are rejected up front with the
+teacher's `InputError`, as in every concurrent strategy. A job the free machines cannot hold
+after the larger jobs took theirs waits (`queued`, with the memory it needs and the memory
+left).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
 from hulk.algorithm1 import GB, candidate_pools
-from hulk.assign import QUEUED, placed, waiting, whole_fleet_baselines
+from hulk.assign import QUEUED, placed, waiting
+from hulk.baselines import best_baseline_seconds
 from hulk.cost import Cost, Fleet, Plan, lower_bound
 from hulk.errors import InputError
 from hulk.jobs import Job
@@ -40,24 +46,36 @@ from hulk.teacher import never_fits
 
 
 @dataclass(frozen=True)
+class GnnDecision:
+    """The GNN strategy's decisions for a mix (jobs by input index) and what they took."""
+
+    plans: dict[int, tuple[Plan, Cost]]  # placed jobs
+    waiting: dict[int, str]  # queued jobs: why
+    fallback_reason: str | None  # the quick check rejected the plans: why
+    seconds: float  # wall time of `gnn_decide` (the model's forward pass is the caller's)
+    grouping_s: float  # Algorithm 1's candidate pools
+    planner_s: float  # the stage planner on them (idle offers included)
+    check_s: float  # the quick check's reference (best baselines)
+
+
+@dataclass(frozen=True)
 class GnnOutcome:
     """The GNN's placements (input order), or None when the quick check rejected them."""
 
     placements: list[JobPlacement] | None
     fallback_reason: str | None
-    grouping_s: float  # Algorithm 1: candidate pools (the model's forward pass is the caller's)
-    planner_s: float  # the stage planner on the candidate pools
+    decision: GnnDecision
 
 
-def gnn_placements(
+def gnn_decide(
     jobs: Sequence[Job],
     fleet: Fleet,
     proba: np.ndarray,
     order: Sequence[int],
     settings: Settings,
     sites: np.ndarray | None = None,
-) -> GnnOutcome:
-    """Placements from class probabilities [n, J + 1] (class k = jobs[order[k]], J = idle).
+) -> GnnDecision:
+    """Plans from class probabilities [n, J + 1] (class k = jobs[order[k]], J = idle).
 
     `sites` (`hulk.planner.site_labels` of the fleet) may be passed when it is already known.
     """
@@ -68,99 +86,154 @@ def gnn_placements(
         raise InputError(None, "jobs.never_fits", f"job {jobs[index].name}: {reason}")
     if sites is None:
         sites = site_labels(fleet, settings.planner.site_latency_ms)
-    options = settings.assign
     favourite = np.asarray(proba).argmax(axis=1)
+    spent: dict[str, float] = {}
+
+    def pools_for(rank: int, job: Job, free: np.ndarray) -> list[np.ndarray]:
+        with _timed(spent, "grouping"):
+            options = settings.assign
+            return candidate_pools(
+                proba[:, rank],
+                favourite == rank,
+                free,
+                layer_capacity(job, fleet.memory_bytes),
+                job.layers,
+                sites,
+                options.gnn_group_slack,
+                options.gnn_site_slack,
+                options.gnn_site_candidates,
+            )
+
     free = fleet.active.copy()
-    grouping_s = time.perf_counter() - started
-    planner_s = 0.0
-    placements: dict[int, JobPlacement] = {}
-    slowest = 0.0
-    sequential = 0.0  # the jobs one after another, each under its best baseline
+    plans: dict[int, tuple[Plan, Cost]] = {}
+    queued: dict[int, str] = {}
+    slowest = 0.0  # the slowest job placed so far
     for rank, job_index in enumerate(order):
         job = jobs[job_index]
-        baselines = whole_fleet_baselines(job, fleet)[0]
-        sequential += min((b.iteration_s for b in baselines.values() if b.feasible), default=0.0)
-        tick = time.perf_counter()
-        pools = candidate_pools(
-            proba[:, rank],
-            favourite == rank,
-            free,
-            layer_capacity(job, fleet.memory_bytes),
-            job.layers,
-            sites,
-            options.gnn_group_slack,
-            options.gnn_site_slack,
-            options.gnn_site_candidates,
-        )
-        grouping_s += time.perf_counter() - tick
-        tick = time.perf_counter()
-        best: tuple[Plan, Cost] | None = None
-        for pool in pools:
-            if best is not None and lower_bound(job, fleet, pool) >= best[1].iteration_s:
-                continue  # even free communication would not beat the best plan so far
-            plan, cost = plan_job(job, fleet, pool, settings.planner)
-            if plan is not None and cost.feasible:
-                if best is None or cost.iteration_s < best[1].iteration_s:
-                    best = (plan, cost)
-                if best[1].iteration_s <= slowest:
-                    break
-        planner_s += time.perf_counter() - tick
-        if best is None:
-            reason = (
+        pools = pools_for(rank, job, free)
+        with _timed(spent, "planner"):
+            plan, cost = _plan_on_pools(job, fleet, pools, settings, slowest)
+        if plan is None:
+            queued[job_index] = (
                 f"needs {job.min_memory_bytes / GB:,.0f} GB; "
                 f"{fleet.memory_bytes[free].sum() / GB:,.0f} GB free until a running job finishes"
             )
-            placements[job_index] = waiting(job, fleet, QUEUED, reason, baselines=baselines)
             continue
-        plan, cost = best
         free[list(plan.nodes)] = False
+        plans[job_index] = (plan, cost)
         slowest = max(slowest, cost.iteration_s)
-        placements[job_index] = placed(job, fleet, plan, cost, baselines=baselines)
-    tick = time.perf_counter()
-    slowest = _offer_idle(placements, free, fleet, settings, options.gnn_idle_rounds)
-    planner_s += time.perf_counter() - tick
-    ratio = options.gnn_fallback_ratio
-    if sequential > 0 and slowest > ratio * sequential:
-        return GnnOutcome(
-            None,
-            f"the GNN's makespan ({slowest:.4g} s per iteration) exceeds {ratio:g} × the jobs "
-            f"one after another under the best of Systems A, B, C ({sequential:.4g} s)",
-            grouping_s,
-            planner_s,
-        )
-    return GnnOutcome([placements[i] for i in range(len(jobs))], None, grouping_s, planner_s)
 
-
-def _offer_idle(
-    placements: dict[int, JobPlacement],
-    free: np.ndarray,
-    fleet: Fleet,
-    settings: Settings,
-    rounds: int,
-) -> float:
-    """Offer the machines no job took to the slowest job, up to `rounds` times; the makespan.
-
-    The slowest job is re-planned on its machines plus the free ones and keeps the new plan
-    only if it is faster (its released machines go back to the free pool). Jobs are placed
-    largest first without knowing what the smaller ones will get; this is the step that lets
-    the job setting the makespan use what is left over.
-    """
-    for _ in range(rounds):
-        running = {i: p for i, p in placements.items() if p.status == "placed" and p.estimate}
-        if not running or not free.any():
+    rank_of = {job_index: rank for rank, job_index in enumerate(order)}
+    for _ in range(settings.assign.gnn_idle_rounds):
+        if not plans or not free.any():
             break
-        worst = max(running, key=lambda i: running[i].estimate.iteration_s)
-        current = running[worst]
-        pool = np.union1d(np.asarray(current.nodes, np.int64), np.flatnonzero(free))
-        plan, cost = plan_job(current.job, fleet, pool, settings.planner)
-        if plan is None or not cost.feasible:
+        worst = max(plans, key=lambda i: plans[i][1].iteration_s)
+        job, (current, current_cost) = jobs[worst], plans[worst]
+        own = np.asarray(current.nodes, np.int64)
+        pools = _idle_pools(pools_for(rank_of[worst], job, _with(free, own)), own, free, settings)
+        with _timed(spent, "planner"):
+            plan, cost = _plan_on_pools(job, fleet, pools, settings, 0.0)
+        if plan is None or cost.iteration_s >= current_cost.iteration_s * (1 - 1e-9):
             break
-        if cost.iteration_s >= current.estimate.iteration_s * (1 - 1e-9):
-            break
-        free[list(current.nodes)] = True
+        free[own] = True
         free[list(plan.nodes)] = False
-        placements[worst] = placed(current.job, fleet, plan, cost, baselines=current.baselines)
-    return max(
-        (p.estimate.iteration_s for p in placements.values() if p.estimate is not None),
-        default=0.0,
+        plans[worst] = (plan, cost)
+
+    with _timed(spent, "check"):
+        reason = _quick_check(jobs, fleet, plans, settings.assign.gnn_fallback_ratio)
+    return GnnDecision(
+        plans,
+        queued,
+        reason,
+        time.perf_counter() - started,
+        spent.get("grouping", 0.0),
+        spent.get("planner", 0.0),
+        spent.get("check", 0.0),
     )
+
+
+def gnn_placements(
+    jobs: Sequence[Job],
+    fleet: Fleet,
+    proba: np.ndarray,
+    order: Sequence[int],
+    settings: Settings,
+    sites: np.ndarray | None = None,
+) -> GnnOutcome:
+    """`gnn_decide`, then the placements file's records (None when the quick check failed)."""
+    decision = gnn_decide(jobs, fleet, proba, order, settings, sites)
+    if decision.fallback_reason is not None:
+        return GnnOutcome(None, decision.fallback_reason, decision)
+    placements = []
+    for index, job in enumerate(jobs):
+        if index in decision.plans:
+            plan, cost = decision.plans[index]
+            placements.append(placed(job, fleet, plan, cost))
+        else:
+            placements.append(waiting(job, fleet, QUEUED, decision.waiting[index]))
+    return GnnOutcome(placements, None, decision)
+
+
+def _plan_on_pools(
+    job: Job, fleet: Fleet, pools: list[np.ndarray], settings: Settings, good_enough: float
+) -> tuple[Plan | None, Cost | None]:
+    """The fastest plan of the planner on each pool in turn (None: no pool holds the job).
+
+    A pool whose compute alone (work / Σ FLOP/s, the plan's lower bound) cannot beat the best
+    plan so far is skipped, and the search stops at a plan no slower than `good_enough` (the
+    slowest job placed so far: a faster plan could not shorten the makespan).
+    """
+    best: tuple[Plan, Cost] | None = None
+    for pool in pools:
+        if best is not None and lower_bound(job, fleet, pool) >= best[1].iteration_s:
+            continue
+        plan, cost = plan_job(job, fleet, pool, settings.planner)
+        if plan is not None and cost.feasible:
+            if best is None or cost.iteration_s < best[1].iteration_s:
+                best = (plan, cost)
+            if best[1].iteration_s <= good_enough:
+                break
+    return best if best is not None else (None, None)
+
+
+def _idle_pools(
+    proposed: list[np.ndarray], own: np.ndarray, free: np.ndarray, settings: Settings
+) -> list[np.ndarray]:
+    """Pools for re-planning a job on its machines `own` plus idle ones (module docstring)."""
+    pools = [np.union1d(pool, own) for pool in proposed]
+    everything = np.union1d(own, np.flatnonzero(free))
+    if len(everything) <= settings.planner.max_pool:
+        pools.append(everything)
+    return pools or [own]
+
+
+def _with(free: np.ndarray, own: np.ndarray) -> np.ndarray:
+    mask = free.copy()
+    mask[own] = True
+    return mask
+
+
+def _quick_check(
+    jobs: Sequence[Job], fleet: Fleet, plans: dict[int, tuple[Plan, Cost]], ratio: float
+) -> str | None:
+    """Why the plans are clearly wrong (module docstring), or None when they pass."""
+    if not plans:
+        return None
+    makespan = max(cost.iteration_s for _, cost in plans.values())
+    sequential = sum(best_baseline_seconds(job, fleet) or 0.0 for job in jobs)
+    if sequential > 0 and makespan > ratio * sequential:
+        return (
+            f"the GNN's makespan ({makespan:.4g} s per iteration) exceeds {ratio:g} × the jobs "
+            f"one after another under the best of Systems A, B, C ({sequential:.4g} s)"
+        )
+    return None
+
+
+@contextmanager
+def _timed(seconds: dict[str, float], part: str) -> Iterator[None]:
+    """Add the wall time of the block to `seconds[part]`."""
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        seconds[part] = seconds.get(part, 0.0) + time.perf_counter() - started

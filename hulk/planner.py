@@ -495,6 +495,20 @@ def _open_path(cost: np.ndarray) -> np.ndarray:
     return path
 
 
+def _site_distances(latency: np.ndarray, pool: np.ndarray, site: np.ndarray, k: int) -> np.ndarray:
+    """Single-linkage latency between the `k` sites of `pool` (`site`: 0..k−1 per machine).
+
+    Rows, then columns, are reduced site by site over the pool sorted by site: O(n²) for n
+    machines, where a loop over sites costs O(k² n).
+    """
+    by_site = np.argsort(site, kind="stable")
+    starts = np.searchsorted(site[by_site], np.arange(k))
+    ordered = pool[by_site]
+    lat = latency[np.ix_(ordered, ordered)]
+    rows = np.minimum.reduceat(lat, starts, axis=0)  # (k, n): nearest member of each site
+    return np.minimum.reduceat(rows, starts, axis=1)  # (k, k)
+
+
 def _candidate_sets(ctx: _Ctx, pool: np.ndarray) -> list[np.ndarray]:
     """Candidate machine sets (module docstring): the pool and windows grown from seed sites."""
     settings, fleet, job = ctx.settings, ctx.fleet, ctx.job
@@ -526,13 +540,7 @@ def _candidate_sets(ctx: _Ctx, pool: np.ndarray) -> list[np.ndarray]:
     if k > 1 or len(pool) > limit:
         members = [pool[inverse == s] for s in range(k)]
         power = np.array([f[m].sum() for m in members])
-        # Single-linkage latency between sites (k × k).
-        lat = fleet.latency_s[np.ix_(pool, pool)]
-        onehot = np.zeros((k, len(pool)), bool)
-        onehot[inverse, np.arange(len(pool))] = True
-        between = np.full((k, k), np.inf)
-        for s in range(k):
-            between[s] = np.where(onehot, lat[onehot[s]].min(axis=0)[None, :], np.inf).min(axis=1)
+        between = _site_distances(fleet.latency_s, pool, inverse, k)
         seeds = np.argsort(-power, kind="stable")[: settings.seed_sites]
         for seed in seeds:
             chosen = [int(seed)]
@@ -638,13 +646,13 @@ def _fastest_prefixes(ctx: _Ctx, order: np.ndarray) -> list[tuple[int, ...]]:
     return [tuple(order[np.sort(by_speed[:k])].tolist()) for k in counts]
 
 
-def _search(ctx: _Ctx, pool: np.ndarray) -> _Best:
+def _search(ctx: _Ctx, candidates: Sequence[np.ndarray]) -> _Best:
     """Screen every candidate set with one pipeline on its fastest machines and with plain data
     parallelism, lay out the most promising sets every way (the `full_sets` best by pipeline,
     half as many by data parallelism), then improve the best layout (module docstring)."""
     best = _Best()
     screened = []
-    for position, nodes in enumerate(_candidate_sets(ctx, pool)):
+    for position, nodes in enumerate(candidates):
         path = ctx.path(nodes)
         order = tuple(path.tolist())
         single, plain = _Best(), _Best()
@@ -800,24 +808,39 @@ def plan_job(
     (``job.min_memory_bytes``, in whole layers) within one group of mutually reachable
     machines. Inactive (drained) machines of `nodes` are never used. Deterministic.
     """
+    ctx = _Ctx(job, fleet, settings)
+    pools = _reachable_pools(ctx, nodes)
+    if isinstance(pools, Cost):
+        return None, pools
+    best = _Best()
+    for pool in pools:
+        found = _search(ctx, _candidate_sets(ctx, pool))
+        if found.layout is not None and found.seconds < best.seconds:
+            best = found
+    return _result(ctx, best)
+
+
+def _reachable_pools(ctx: _Ctx, nodes: Sequence[int] | np.ndarray) -> list[np.ndarray] | Cost:
+    """The usable machines of `nodes` in groups of mutually reachable machines that hold the
+    job's layers, or an infeasible Cost saying why there is none."""
+    job, fleet = ctx.job, ctx.fleet
     idx = np.unique(np.asarray(nodes, np.int64).ravel())
     if len(idx) and (idx[0] < 0 or idx[-1] >= fleet.n):
         raise ValueError(f"fleet index out of range 0..{fleet.n - 1}: {idx.tolist()}")
     need = job.min_memory_bytes
     active = idx[fleet.active[idx]]
     if not len(active):
-        return None, Cost.infeasible(f"{job.name}: no active machine among the {len(idx)} given")
+        return Cost.infeasible(f"{job.name}: no active machine among the {len(idx)} given")
     have = float(fleet.memory_bytes[active].sum())
     if have < need / _MEMORY_SLACK:
-        return None, Cost.infeasible(
+        return Cost.infeasible(
             f"{job.name} needs {need / GB:.0f} GB; its {len(active)} active machine(s) have "
             f"{have / GB:.0f} GB"
         )
-    ctx = _Ctx(job, fleet, settings)
     usable = active[(ctx.cap(active) > 0) & (fleet.compute_flops[active] > 0)]
     held = int(ctx.cap(usable).sum())
     if held < job.layers:
-        return None, Cost.infeasible(
+        return Cost.infeasible(
             f"{job.name}: its machines hold only {held} of its {job.layers} layers "
             f"({need / job.layers / GB:.1f} GB per layer; memory is used in whole layers)"
         )
@@ -831,16 +854,16 @@ def plan_job(
             float(fleet.memory_bytes[usable[fleet.component[usable] == c]].sum())
             for c in np.unique(fleet.component[usable])
         )
-        return None, Cost.infeasible(
+        return Cost.infeasible(
             f"{job.name} needs {need / GB:.0f} GB; its machines fall into groups that cannot "
             f"reach each other, the largest with {largest / GB:.0f} GB"
         )
-    best_time, best_layout = math.inf, None
-    for pool in pools:
-        found = _search(ctx, pool)
-        if found.layout is not None and found.seconds < best_time:
-            best_time, best_layout = found.seconds, found.layout
-    if best_layout is None:  # pragma: no cover - a pool that holds the model always has a plan
-        return None, Cost.infeasible(f"{job.name}: no feasible layout found")
-    plan = best_layout.plan()
-    return plan, iteration_time(job, fleet, plan)
+    return pools
+
+
+def _result(ctx: _Ctx, best: _Best) -> tuple[Plan | None, Cost]:
+    """The best layout as a plan, timed by `hulk.cost.iteration_time` (the reference)."""
+    if best.layout is None:  # pragma: no cover - a pool that holds the model always has a plan
+        return None, Cost.infeasible(f"{ctx.job.name}: no feasible layout found")
+    plan = best.layout.plan()
+    return plan, iteration_time(ctx.job, ctx.fleet, plan)

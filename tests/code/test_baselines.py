@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hulk.baselines import baselines, system_a, system_b, system_c
+from hulk.baselines import baselines, best_baseline_seconds, system_a, system_b, system_c
 from hulk.cost import Fleet, Plan, iteration_time, lower_bound
 from hulk.importer import import_hulk
 from hulk.jobs import PAPER_MIX_4, PRESET_JOBS, Job
@@ -129,3 +129,32 @@ def test_paper_fleet_mix_of_four(hulk47: Path) -> None:
     opt = baselines(PRESET_JOBS["OPT-175B"], fleet)
     assert not opt["A"].feasible and "2800 GB" in opt["A"].reason
     assert opt["B"].feasible
+
+
+def _best_of(costs: dict) -> float | None:
+    feasible = [c.iteration_s for c in costs.values() if c.feasible]
+    return min(feasible) if feasible else None
+
+
+def test_best_baseline_is_the_least_of_the_three() -> None:
+    fleet = tiny_fleet()
+    for job in (JOB, Job("wide", 0.1, 4, 1000, 1000, 96, 2), Job("big", 0.2, 4, 1000, 1000, 12, 2)):
+        assert best_baseline_seconds(job, fleet) == pytest.approx(_best_of(baselines(job, fleet)))
+    drained = fleet_of([1e14] * 3, [2.0] * 3, LINKS, active=[False] * 3)
+    assert best_baseline_seconds(JOB, drained) is None
+
+
+def test_best_baseline_on_the_paper_fleet_skips_hopeless_rings(hulk47: Path) -> None:
+    settings = Settings()
+    imported = import_hulk(hulk47 / "node_feature.csv", hulk47 / "edge.txt")
+    fleet = Fleet.from_frames(
+        imported.inventory, imported.links, settings.hardware, settings.graph.bandwidth_tiers
+    )
+    for name in PRESET_JOBS:
+        job = PRESET_JOBS[name]
+        assert best_baseline_seconds(job, fleet) == _best_of(baselines(job, fleet)), name
+    fresh = Fleet.from_frames(
+        imported.inventory, imported.links, settings.hardware, settings.graph.bandwidth_tiers
+    )
+    best_baseline_seconds(PRESET_JOBS["OPT-175B"], fresh)
+    assert not fresh._rings  # C over 47 machines loses to B on its bound: no ring ordered

@@ -14,6 +14,7 @@ from hulk.cost import (
     Fleet,
     Plan,
     Stage,
+    allreduce_lower_bound,
     allreduce_time,
     check_plan,
     even_split,
@@ -254,6 +255,30 @@ def test_ring_order_avoids_slow_pairs() -> None:
     links[(1, 3)] = diagonal
     fleet = fleet_of([1.0] * 4, [1.0] * 4, {k: (v, 1e9) for k, v in links.items()})
     assert ring_bottleneck(fleet, [0, 2, 1, 3])[0] == pytest.approx(side)
+
+
+def test_allreduce_lower_bound_never_exceeds_the_ring_and_binds_across_cities() -> None:
+    # Four cities of five machines, 1 ms inside a city, 40–100 ms between; bandwidth varies.
+    rng = np.random.default_rng(3)
+    city = np.repeat(np.arange(4), 5)
+    between = np.array([[0, 40, 70, 100], [40, 0, 50, 80], [70, 50, 0, 60], [100, 80, 60, 0]])
+    links = {}
+    for i in range(20):
+        for j in range(i + 1, 20):
+            latency = 0.001 if city[i] == city[j] else between[city[i], city[j]] / 1000
+            links[(i, j)] = (latency, float(rng.uniform(1e8, 1e9)))
+    fleet = fleet_of([1.0] * 20, [1.0] * 20, links)
+    for nodes in ([0, 1], [0, 1, 2], list(range(10)), list(range(20)), [0, 5, 10, 15]):
+        bound = allreduce_lower_bound(fleet, nodes, 1e9)
+        assert bound <= allreduce_time(fleet, nodes, 1e9) * (1 + 1e-12), nodes
+    assert allreduce_lower_bound(fleet, [3, 7], 1e9) == pytest.approx(
+        allreduce_time(fleet, [3, 7], 1e9)
+    )  # two machines: exact
+    # Every ring through all four cities crosses at least one 60 ms gap: the spanning-tree
+    # bound sees it, where each machine's nearest neighbour (1 ms) would not.
+    d = 20
+    assert allreduce_lower_bound(fleet, range(d), 0.0) >= 2 * (d - 1) * 0.060 - 1e-12
+    assert allreduce_lower_bound(fleet, [0], 1e9) == 0.0
 
 
 def test_data_parallel_pipelines_with_shared_split() -> None:
