@@ -46,6 +46,8 @@ from hulk.cost import (
     Cost,
     Fleet,
     Plan,
+    allreduce_floor,
+    allreduce_group_bound,
     allreduce_lower_bound,
     allreduce_time,
     even_split,
@@ -58,6 +60,7 @@ from hulk.jobs import Job
 TP_ALLREDUCES_PER_LAYER = 4  # Megatron: two in the forward pass, two in the backward pass
 
 Baseline = Callable[[Job, Fleet], tuple[Cost, Plan | None]]
+RingBound = Callable[[Fleet, np.ndarray, float], float]  # a lower bound on allreduce_time
 
 
 def _unreachable(fleet: Fleet, nodes: np.ndarray, system: str) -> Cost | None:
@@ -101,15 +104,14 @@ def system_a(job: Job, fleet: Fleet) -> tuple[Cost, Plan | None]:
     return cost, Plan.from_arrays(nodes[:, None], layers) if cost.feasible else None
 
 
-def _a_lower_bound(job: Job, fleet: Fleet) -> float:
+def _a_lower_bound(job: Job, fleet: Fleet, ring: RingBound) -> float:
     """System A's time with its gradient ring bounded, not ordered (inf when infeasible)."""
     nodes = _a_nodes(job, fleet)
     if isinstance(nodes, Cost):
         return math.inf
     slowest = int(nodes[np.argmin(fleet.compute_flops[nodes])])
     pipeline, _ = pipeline_time(job, fleet, [slowest], [job.layers], replicas=len(nodes))
-    gradient = GRADIENT_BYTES_PER_PARAM * job.params
-    return pipeline + allreduce_lower_bound(fleet, nodes, gradient)
+    return pipeline + ring(fleet, nodes, GRADIENT_BYTES_PER_PARAM * job.params)
 
 
 def system_b(job: Job, fleet: Fleet) -> tuple[Cost, Plan | None]:
@@ -160,13 +162,12 @@ def system_c(job: Job, fleet: Fleet) -> tuple[Cost, Plan | None]:
     return _c_time(job, fleet, nodes, allreduce_time(fleet, nodes, job.activation_bytes)), None
 
 
-def _c_lower_bound(job: Job, fleet: Fleet) -> float:
+def _c_lower_bound(job: Job, fleet: Fleet, ring: RingBound) -> float:
     """System C's time with its activation ring bounded, not ordered (inf when infeasible)."""
     nodes = _c_nodes(job, fleet)
     if isinstance(nodes, Cost):
         return math.inf
-    bound = allreduce_lower_bound(fleet, nodes, job.activation_bytes)
-    return _c_time(job, fleet, nodes, bound).iteration_s
+    return _c_time(job, fleet, nodes, ring(fleet, nodes, job.activation_bytes)).iteration_s
 
 
 SYSTEMS: dict[str, Baseline] = {"A": system_a, "B": system_b, "C": system_c}
@@ -177,19 +178,27 @@ def baselines(job: Job, fleet: Fleet) -> dict[str, Cost]:
     return {name: system(job, fleet)[0] for name, system in SYSTEMS.items()}
 
 
-def best_baseline_seconds(job: Job, fleet: Fleet) -> float | None:
+def best_baseline_seconds(job: Job, fleet: Fleet, sites: np.ndarray | None = None) -> float | None:
     """The least iteration time of Systems A, B and C for `job` (None when none can run it).
 
     The same value as the least feasible one of `baselines`, found cheaply: System B is timed
-    (no ring), and A or C only when a lower bound on it (its ring bounded by
-    `hulk.cost.allreduce_lower_bound`, not ordered) beats the best so far. Ordering a ring
-    through hundreds of machines is what A and C cost; on a fleet spread over cities their
-    bounds already lose to B.
+    (no ring), and A or C only when every lower bound on it beats the best so far, tried
+    cheapest first — its ring at the fleet's best link everywhere (`hulk.cost.allreduce_floor`,
+    O(1)), bounded by a spanning tree over the `sites` it spans when they are given
+    (`hulk.cost.allreduce_group_bound`), then over its machines
+    (`hulk.cost.allreduce_lower_bound`, O(d²)). Ordering a ring through hundreds of machines is
+    what A and C cost; on a fleet spread over cities their bounds lose to B.
     """
+    rings: list[RingBound] = [allreduce_floor]
+    if sites is not None:
+        rings.append(
+            lambda fleet, nodes, nbytes: allreduce_group_bound(fleet, nodes, nbytes, sites)
+        )
+    rings.append(allreduce_lower_bound)
     cost_b = system_b(job, fleet)[0]
     best = cost_b.iteration_s if cost_b.feasible else math.inf
     for bound, system in ((_a_lower_bound, system_a), (_c_lower_bound, system_c)):
-        if bound(job, fleet) < best:
+        if all(bound(job, fleet, ring) < best for ring in rings):
             cost = system(job, fleet)[0]
             if cost.feasible:
                 best = min(best, cost.iteration_s)

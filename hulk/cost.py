@@ -64,6 +64,7 @@ import itertools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -102,6 +103,7 @@ class Fleet:
     component: np.ndarray  # (n,) int: i and j can reach each other iff equal
     _rings: dict = field(default_factory=dict, repr=False)
     _ring_bounds: dict = field(default_factory=dict, repr=False)
+    _group_links: dict = field(default_factory=dict, repr=False)
 
     @property
     def n(self) -> int:
@@ -227,6 +229,14 @@ class Fleet:
             relayed=relayed,
             component=component.astype(np.int64),
         )
+
+    @cached_property
+    def link_extremes(self) -> tuple[float, float]:
+        """(lowest α, highest β) over the pairs of distinct machines: bounds for any ring."""
+        if self.n < 2:
+            return math.inf, 0.0
+        off = ~np.eye(self.n, dtype=bool)
+        return float(self.latency_s[off].min()), float(self.bandwidth_Bps[off].max())
 
     # -- views and lookups --
 
@@ -486,8 +496,8 @@ def allreduce_lower_bound(fleet: Fleet, nodes: Iterable[int], nbytes: float) -> 
 
     Leaving out one link of a ring gives a path through all d machines, a spanning tree, so the
     ring's slowest link is no faster than the bottleneck spanning tree's (the minimum spanning
-    tree's longest edge, latencies taken in the faster direction) and its narrowest link no
-    wider than the widest tree's narrowest. Exact for two machines.
+    tree's longest edge) and its narrowest link no wider than the widest tree's narrowest.
+    Exact for two machines. Links are symmetric (`Fleet.from_arrays`).
     """
     key = tuple(sorted(int(n) for n in nodes))
     d = len(key)
@@ -496,15 +506,70 @@ def allreduce_lower_bound(fleet: Fleet, nodes: Iterable[int], nbytes: float) -> 
     bounds = fleet._ring_bounds.get(key)  # per machine set, as the rings themselves
     if bounds is None:
         idx = np.asarray(key, np.int64)
+        whole = d == fleet.n  # no copy of the n × n matrices
         grid = np.ix_(idx, idx)
-        latency, bandwidth = fleet.latency_s[grid], fleet.bandwidth_Bps[grid]
-        alpha = _bottleneck_tree(np.minimum(latency, latency.T))
-        beta = -_bottleneck_tree(-np.maximum(bandwidth, bandwidth.T))
+        latency = fleet.latency_s if whole else fleet.latency_s[grid]
+        bandwidth = fleet.bandwidth_Bps if whole else fleet.bandwidth_Bps[grid]
+        alpha = _bottleneck_tree(latency)
+        beta = -_bottleneck_tree(-bandwidth)
         if len(fleet._ring_bounds) >= _RING_CACHE_LIMIT:
             fleet._ring_bounds.clear()
         bounds = fleet._ring_bounds[key] = (alpha, beta)
     alpha, beta = bounds
     return float(2 * (d - 1) * alpha + 2 * (d - 1) / d * nbytes / beta)
+
+
+def allreduce_floor(fleet: Fleet, nodes: Sequence[int] | np.ndarray, nbytes: float) -> float:
+    """A cruder lower bound on `allreduce_time`, in O(1): every link of the ring at the fleet's
+    lowest latency and highest bandwidth (`Fleet.link_extremes`)."""
+    d = len(nodes)
+    if d <= 1:
+        return 0.0
+    alpha, beta = fleet.link_extremes
+    return float(2 * (d - 1) * alpha + 2 * (d - 1) / d * nbytes / beta)
+
+
+def allreduce_group_bound(
+    fleet: Fleet, nodes: Sequence[int] | np.ndarray, nbytes: float, groups: np.ndarray
+) -> float:
+    """A lower bound on `allreduce_time` from the groups (sites, say) the machines fall into.
+
+    A ring through machines of several groups connects those groups, so its slowest link is no
+    faster than the bottleneck spanning tree over them, each pair of groups weighted by the
+    lowest latency between their machines (bandwidth likewise, highest). O(k²) for k groups
+    once the fleet's group-to-group links are known (O(n²), once per fleet and grouping).
+    """
+    idx = np.asarray(nodes, np.int64)
+    d = len(idx)
+    if d <= 1:
+        return 0.0
+    alpha, beta = fleet.link_extremes
+    present = np.unique(groups[idx])
+    if len(present) > 1:
+        latency, bandwidth = _group_links(fleet, groups)
+        grid = np.ix_(present, present)
+        alpha = max(alpha, _bottleneck_tree(latency[grid]))
+        beta = min(beta, -_bottleneck_tree(-bandwidth[grid]))
+    return float(2 * (d - 1) * alpha + 2 * (d - 1) / d * nbytes / beta)
+
+
+def _group_links(fleet: Fleet, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(lowest latency, highest bandwidth) between the machines of every two groups 0..k−1."""
+    key = groups.tobytes()
+    cached = fleet._group_links.get(key)
+    if cached is None:
+        k = int(groups.max()) + 1
+        order = np.argsort(groups, kind="stable")
+        starts = np.searchsorted(groups[order], np.arange(k))
+        grid = np.ix_(order, order)
+        latency = np.minimum.reduceat(
+            np.minimum.reduceat(fleet.latency_s[grid], starts, 0), starts, 1
+        )
+        bandwidth = np.maximum.reduceat(
+            np.maximum.reduceat(fleet.bandwidth_Bps[grid], starts, 0), starts, 1
+        )
+        cached = fleet._group_links[key] = (latency, bandwidth)
+    return cached
 
 
 def _bottleneck_tree(weight: np.ndarray) -> float:

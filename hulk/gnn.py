@@ -29,7 +29,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -41,7 +41,7 @@ from hulk.errors import InputError
 from hulk.jobs import Job
 from hulk.placements import JobPlacement
 from hulk.planner import layer_capacity, plan_job, site_labels
-from hulk.settings import Settings
+from hulk.settings import PlannerSettings, Settings
 from hulk.teacher import never_fits
 
 
@@ -102,8 +102,10 @@ def gnn_decide(
                 options.gnn_group_slack,
                 options.gnn_site_slack,
                 options.gnn_site_candidates,
+                settings.planner.max_pool,
             )
 
+    planner = _PoolPlanner(fleet, settings)
     free = fleet.active.copy()
     plans: dict[int, tuple[Plan, Cost]] = {}
     queued: dict[int, str] = {}
@@ -112,35 +114,35 @@ def gnn_decide(
         job = jobs[job_index]
         pools = pools_for(rank, job, free)
         with _timed(spent, "planner"):
-            plan, cost = _plan_on_pools(job, fleet, pools, settings, slowest)
-        if plan is None:
+            found = planner.best(job_index, job, pools, slowest)
+        if found is None:
             queued[job_index] = (
                 f"needs {job.min_memory_bytes / GB:,.0f} GB; "
                 f"{fleet.memory_bytes[free].sum() / GB:,.0f} GB free until a running job finishes"
             )
             continue
-        free[list(plan.nodes)] = False
-        plans[job_index] = (plan, cost)
-        slowest = max(slowest, cost.iteration_s)
+        free[list(found[0].nodes)] = False
+        plans[job_index] = found
+        slowest = max(slowest, found[1].iteration_s)
 
     rank_of = {job_index: rank for rank, job_index in enumerate(order)}
     for _ in range(settings.assign.gnn_idle_rounds):
         if not plans or not free.any():
             break
         worst = max(plans, key=lambda i: plans[i][1].iteration_s)
-        job, (current, current_cost) = jobs[worst], plans[worst]
-        own = np.asarray(current.nodes, np.int64)
+        job = jobs[worst]
+        own = np.asarray(plans[worst][0].nodes, np.int64)
         pools = _idle_pools(pools_for(rank_of[worst], job, _with(free, own)), own, free, settings)
         with _timed(spent, "planner"):
-            plan, cost = _plan_on_pools(job, fleet, pools, settings, 0.0)
-        if plan is None or cost.iteration_s >= current_cost.iteration_s * (1 - 1e-9):
+            found = planner.best(worst, job, pools, 0.0, incumbent=plans[worst])
+        if found is None:
             break
         free[own] = True
-        free[list(plan.nodes)] = False
-        plans[worst] = (plan, cost)
+        free[list(found[0].nodes)] = False
+        plans[worst] = found
 
     with _timed(spent, "check"):
-        reason = _quick_check(jobs, fleet, plans, settings.assign.gnn_fallback_ratio)
+        reason = _quick_check(jobs, fleet, plans, settings.assign.gnn_fallback_ratio, sites)
     return GnnDecision(
         plans,
         queued,
@@ -174,26 +176,54 @@ def gnn_placements(
     return GnnOutcome(placements, None, decision)
 
 
-def _plan_on_pools(
-    job: Job, fleet: Fleet, pools: list[np.ndarray], settings: Settings, good_enough: float
-) -> tuple[Plan | None, Cost | None]:
-    """The fastest plan of the planner on each pool in turn (None: no pool holds the job).
+@dataclass
+class _PoolPlanner:
+    """The planner on candidate pools, remembering each (job, pool) it has laid out."""
 
-    A pool whose compute alone (work / Σ FLOP/s, the plan's lower bound) cannot beat the best
-    plan so far is skipped, and the search stops at a plan no slower than `good_enough` (the
-    slowest job placed so far: a faster plan could not shorten the makespan).
-    """
-    best: tuple[Plan, Cost] | None = None
-    for pool in pools:
-        if best is not None and lower_bound(job, fleet, pool) >= best[1].iteration_s:
-            continue
-        plan, cost = plan_job(job, fleet, pool, settings.planner)
-        if plan is not None and cost.feasible:
-            if best is None or cost.iteration_s < best[1].iteration_s:
-                best = (plan, cost)
-            if best[1].iteration_s <= good_enough:
-                break
-    return best if best is not None else (None, None)
+    fleet: Fleet
+    settings: Settings
+    known: dict[tuple[int, frozenset[int]], tuple[Plan | None, Cost]] = field(default_factory=dict)
+    planner: PlannerSettings = field(init=False)
+
+    def __post_init__(self) -> None:
+        # The GNN's pools are already near the answer: a narrower layout search (assign.gnn_*).
+        options = self.settings.assign
+        self.planner = self.settings.planner.model_copy(
+            update={
+                "full_sets": options.gnn_full_sets,
+                "replica_candidates": options.gnn_replica_candidates,
+            }
+        )
+
+    def best(
+        self,
+        index: int,
+        job: Job,
+        pools: list[np.ndarray],
+        good_enough: float,
+        incumbent: tuple[Plan, Cost] | None = None,
+    ) -> tuple[Plan, Cost] | None:
+        """The fastest plan on the pools in turn, if faster than `incumbent` (None: none).
+
+        A pool whose compute alone (work / Σ FLOP/s, the plan's lower bound) cannot beat the
+        best plan so far is skipped, and the search stops at a plan no slower than
+        `good_enough` (the slowest job placed so far: a faster plan could not shorten the
+        makespan).
+        """
+        best = incumbent
+        for pool in pools:
+            if best is not None and lower_bound(job, self.fleet, pool) >= best[1].iteration_s:
+                continue
+            key = (index, frozenset(pool.tolist()))
+            if key not in self.known:
+                self.known[key] = plan_job(job, self.fleet, pool, self.planner)
+            plan, cost = self.known[key]
+            if plan is not None and cost.feasible:
+                if best is None or cost.iteration_s < best[1].iteration_s * (1 - 1e-9):
+                    best = (plan, cost)
+                if best[1].iteration_s <= good_enough:
+                    break
+        return None if best is incumbent else best
 
 
 def _idle_pools(
@@ -214,13 +244,17 @@ def _with(free: np.ndarray, own: np.ndarray) -> np.ndarray:
 
 
 def _quick_check(
-    jobs: Sequence[Job], fleet: Fleet, plans: dict[int, tuple[Plan, Cost]], ratio: float
+    jobs: Sequence[Job],
+    fleet: Fleet,
+    plans: dict[int, tuple[Plan, Cost]],
+    ratio: float,
+    sites: np.ndarray,
 ) -> str | None:
     """Why the plans are clearly wrong (module docstring), or None when they pass."""
     if not plans:
         return None
     makespan = max(cost.iteration_s for _, cost in plans.values())
-    sequential = sum(best_baseline_seconds(job, fleet) or 0.0 for job in jobs)
+    sequential = sum(best_baseline_seconds(job, fleet, sites) or 0.0 for job in jobs)
     if sequential > 0 and makespan > ratio * sequential:
         return (
             f"the GNN's makespan ({makespan:.4g} s per iteration) exceeds {ratio:g} × the jobs "

@@ -216,9 +216,13 @@ class AssignSettings(Section):
     # times the job's layers, each site region that many, and this many site regions are tried.
     gnn_group_slack: Annotated[float, Field(ge=1.0)] = 1.5
     gnn_site_slack: Annotated[float, Field(ge=1.0)] = 2.0
-    gnn_site_candidates: Annotated[int, Field(ge=0)] = 3
+    gnn_site_candidates: Annotated[int, Field(ge=0)] = 2
     # After every job is placed, the slowest is offered the idle machines up to this many times.
     gnn_idle_rounds: Annotated[int, Field(ge=0)] = 2
+    # The planner on the GNN's pools (which are already near the answer) lays out fewer
+    # candidate sets and data-parallel degrees than planner.full_sets / replica_candidates.
+    gnn_full_sets: PositiveInt = 2
+    gnn_replica_candidates: PositiveInt = 3
 
 
 class ModelSettings(Section):

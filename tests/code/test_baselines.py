@@ -12,6 +12,7 @@ from hulk.baselines import baselines, best_baseline_seconds, system_a, system_b,
 from hulk.cost import Fleet, Plan, iteration_time, lower_bound
 from hulk.importer import import_hulk
 from hulk.jobs import PAPER_MIX_4, PRESET_JOBS, Job
+from hulk.planner import site_labels
 from hulk.settings import Settings
 from tests.fleets import fleet_of
 
@@ -150,9 +151,12 @@ def test_best_baseline_on_the_paper_fleet_skips_hopeless_rings(hulk47: Path) -> 
     fleet = Fleet.from_frames(
         imported.inventory, imported.links, settings.hardware, settings.graph.bandwidth_tiers
     )
+    sites = site_labels(fleet, settings.planner.site_latency_ms)
     for name in PRESET_JOBS:
         job = PRESET_JOBS[name]
-        assert best_baseline_seconds(job, fleet) == _best_of(baselines(job, fleet)), name
+        best = _best_of(baselines(job, fleet))
+        assert best_baseline_seconds(job, fleet) == best, name
+        assert best_baseline_seconds(job, fleet, sites) == best, name
     fresh = Fleet.from_frames(
         imported.inventory, imported.links, settings.hardware, settings.graph.bandwidth_tiers
     )

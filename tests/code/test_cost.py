@@ -14,6 +14,8 @@ from hulk.cost import (
     Fleet,
     Plan,
     Stage,
+    allreduce_floor,
+    allreduce_group_bound,
     allreduce_lower_bound,
     allreduce_time,
     check_plan,
@@ -269,8 +271,10 @@ def test_allreduce_lower_bound_never_exceeds_the_ring_and_binds_across_cities() 
             links[(i, j)] = (latency, float(rng.uniform(1e8, 1e9)))
     fleet = fleet_of([1.0] * 20, [1.0] * 20, links)
     for nodes in ([0, 1], [0, 1, 2], list(range(10)), list(range(20)), [0, 5, 10, 15]):
-        bound = allreduce_lower_bound(fleet, nodes, 1e9)
-        assert bound <= allreduce_time(fleet, nodes, 1e9) * (1 + 1e-12), nodes
+        exact = allreduce_time(fleet, nodes, 1e9) * (1 + 1e-12)
+        floor = allreduce_floor(fleet, nodes, 1e9)
+        by_city = allreduce_group_bound(fleet, nodes, 1e9, city)
+        assert floor <= by_city <= exact and allreduce_lower_bound(fleet, nodes, 1e9) <= exact
     assert allreduce_lower_bound(fleet, [3, 7], 1e9) == pytest.approx(
         allreduce_time(fleet, [3, 7], 1e9)
     )  # two machines: exact
@@ -278,6 +282,8 @@ def test_allreduce_lower_bound_never_exceeds_the_ring_and_binds_across_cities() 
     # bound sees it, where each machine's nearest neighbour (1 ms) would not.
     d = 20
     assert allreduce_lower_bound(fleet, range(d), 0.0) >= 2 * (d - 1) * 0.060 - 1e-12
+    assert allreduce_group_bound(fleet, range(d), 0.0, city) >= 2 * (d - 1) * 0.060 - 1e-12
+    assert allreduce_floor(fleet, range(d), 0.0) < 2 * (d - 1) * 0.002  # the 1 ms links
     assert allreduce_lower_bound(fleet, [0], 1e9) == 0.0
 
 

@@ -53,7 +53,7 @@ def test_regions_that_cannot_hold_the_job_are_left_out() -> None:
 
 def test_candidate_pools_put_the_model_group_first_without_duplicates() -> None:
     p = np.array([0.1, 0.1, 0.6, 0.5, 0.3, 0.3])
-    pools = candidate_pools(p, p > 0.45, FREE, CAPACITY, 8, SITES, 1.0, 1.0, 3)
+    pools = candidate_pools(p, p > 0.45, FREE, CAPACITY, 8, SITES, 1.0, 1.0, 3, 48)
     # The probability group {2, 3} is also the first site region: listed once.
     assert [pool.tolist() for pool in pools] == [[2, 3], [4, 5], [0, 1]]
 
@@ -61,7 +61,7 @@ def test_candidate_pools_put_the_model_group_first_without_duplicates() -> None:
 def test_no_pool_when_the_free_machines_cannot_hold_the_job() -> None:
     p = np.full(6, 0.5)
     free = np.array([True, False, False, False, False, True])
-    assert candidate_pools(p, p > 0.4, free, CAPACITY, 12, SITES, 1.5, 2.0, 3) == []
+    assert candidate_pools(p, p > 0.4, free, CAPACITY, 12, SITES, 1.5, 2.0, 3, 48) == []
 
 
 def test_pools_are_deterministic_and_use_only_free_machines() -> None:
@@ -71,8 +71,19 @@ def test_pools_are_deterministic_and_use_only_free_machines() -> None:
     free = rng.random(n) > 0.3
     capacity = rng.integers(0, 6, n)
     sites = rng.integers(0, 9, n)
-    first = candidate_pools(p, p > 0.7, free, capacity, 20, sites, 1.5, 2.0, 3)
-    again = candidate_pools(p, p > 0.7, free, capacity, 20, sites, 1.5, 2.0, 3)
+    first = candidate_pools(p, p > 0.7, free, capacity, 20, sites, 1.5, 2.0, 3, 48)
+    again = candidate_pools(p, p > 0.7, free, capacity, 20, sites, 1.5, 2.0, 3, 48)
     assert [a.tolist() for a in first] == [b.tolist() for b in again]
     for pool in first:
         assert free[pool].all() and capacity[pool].sum() >= 20
+
+
+def test_pools_wider_than_the_planner_searches_keep_their_most_likely_machines() -> None:
+    p = np.array([0.1, 0.1, 0.6, 0.5, 0.3, 0.3])
+    # Site region from site 1 wants 2 × 8 = 16 layers: {2, 3, 4, 5}; a limit of 2 machines
+    # keeps its two most likely, which still hold the 8 layers.
+    pools = candidate_pools(p, p > 0.45, FREE, CAPACITY, 8, SITES, 1.0, 2.0, 1, 2)
+    assert [pool.tolist() for pool in pools] == [[2, 3]]
+    # 12 layers: the two most likely hold only 8, so the pools stay whole.
+    pools = candidate_pools(p, p > 0.45, FREE, CAPACITY, 12, SITES, 1.0, 1.0, 1, 2)
+    assert all(CAPACITY[pool].sum() >= 12 for pool in pools) and len(pools[0]) == 3
