@@ -561,13 +561,11 @@ def _group_links(fleet: Fleet, groups: np.ndarray) -> tuple[np.ndarray, np.ndarr
         k = int(groups.max()) + 1
         order = np.argsort(groups, kind="stable")
         starts = np.searchsorted(groups[order], np.arange(k))
-        grid = np.ix_(order, order)
-        latency = np.minimum.reduceat(
-            np.minimum.reduceat(fleet.latency_s[grid], starts, 0), starts, 1
-        )
-        bandwidth = np.maximum.reduceat(
-            np.maximum.reduceat(fleet.bandwidth_Bps[grid], starts, 0), starts, 1
-        )
+        # Rows in group order, reduced to k rows; only then the (k, n) columns are reordered.
+        latency = np.minimum.reduceat(fleet.latency_s[order], starts, axis=0)
+        latency = np.minimum.reduceat(latency[:, order], starts, axis=1)
+        bandwidth = np.maximum.reduceat(fleet.bandwidth_Bps[order], starts, axis=0)
+        bandwidth = np.maximum.reduceat(bandwidth[:, order], starts, axis=1)
         cached = fleet._group_links[key] = (latency, bandwidth)
     return cached
 

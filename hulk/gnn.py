@@ -3,14 +3,19 @@
 1. The model gives each machine a probability per job of the mix (size order) and for idle.
 2. Jobs are placed one at a time, largest first. For each, `hulk.algorithm1.candidate_pools`
    proposes a few pools of free machines (the machines the model gives the job, with some
-   slack, and regions of the sites where its probability mass lies), and one planner search
-   over all of them (`hulk.planner.plan_job_among`) lays the job out (replicas, pipeline order,
-   layers per stage) on the best. The machines that plan leaves out go back to the free pool.
-3. The slowest job is then offered the machines no job took (`assign.gnn_idle_rounds` times):
-   its pools are proposed again with its own machines counted free, each pool joined with its
-   own machines (and, when they are few, all the idle machines with its own), and it keeps a
-   faster plan if the planner finds one. Jobs are placed largest first without knowing what
-   the smaller ones will leave; this lets the job that sets the makespan use the rest.
+   slack, and regions of the sites where its probability mass lies, each cut to the planner's
+   search width); `hulk.planner.plan_job` lays the job out on each (replicas, pipeline order,
+   layers per stage, with the narrower `assign.gnn_full_sets` / `gnn_replica_candidates`
+   search) and the fastest plan wins. A pool whose compute alone cannot beat the best plan so
+   far is skipped, and a job stops at a plan no slower than the slowest job placed before it.
+   The machines the winning plan leaves out go back to the free pool.
+3. The slowest job is then offered the machines no job took (`assign.gnn_idle_rounds` times)
+   when they and its own fit in one planner search (`planner.max_pool`), and keeps a faster
+   plan if the planner finds one. Jobs are placed largest first without knowing what the
+   smaller ones will leave; on a small fleet this lets the job that sets the makespan use the
+   rest. On a large one the idle machines are too many to search at once, and the job's
+   candidate pools already drew on them (measured: no gain at 1,000 machines, a third of the
+   GNN's time).
 4. A quick check guards the result: a mix whose makespan (jobs side by side) exceeds
    `assign.gnn_fallback_ratio` × the time of running the jobs one after another under the best
    of Systems A, B and C (`hulk.baselines.best_baseline_seconds`) is clearly wrong; then the
@@ -125,19 +130,19 @@ def gnn_decide(
         plans[job_index] = found
         slowest = max(slowest, found[1].iteration_s)
 
-    rank_of = {job_index: rank for rank, job_index in enumerate(order)}
     for _ in range(settings.assign.gnn_idle_rounds):
         if not plans or not free.any():
             break
         worst = max(plans, key=lambda i: plans[i][1].iteration_s)
+        pool = np.union1d(np.asarray(plans[worst][0].nodes, np.int64), np.flatnonzero(free))
+        if len(pool) > settings.planner.max_pool:
+            break
         job = jobs[worst]
-        own = np.asarray(plans[worst][0].nodes, np.int64)
-        pools = _idle_pools(pools_for(rank_of[worst], job, _with(free, own)), own, free, settings)
         with _timed(spent, "planner"):
-            found = planner.best(worst, job, pools, 0.0, incumbent=plans[worst])
+            found = planner.best(worst, job, [pool], 0.0, incumbent=plans[worst])
         if found is None:
             break
-        free[own] = True
+        free[list(plans[worst][0].nodes)] = True
         free[list(found[0].nodes)] = False
         plans[worst] = found
 
@@ -224,23 +229,6 @@ class _PoolPlanner:
                 if best[1].iteration_s <= good_enough:
                     break
         return None if best is incumbent else best
-
-
-def _idle_pools(
-    proposed: list[np.ndarray], own: np.ndarray, free: np.ndarray, settings: Settings
-) -> list[np.ndarray]:
-    """Pools for re-planning a job on its machines `own` plus idle ones (module docstring)."""
-    pools = [np.union1d(pool, own) for pool in proposed]
-    everything = np.union1d(own, np.flatnonzero(free))
-    if len(everything) <= settings.planner.max_pool:
-        pools.append(everything)
-    return pools or [own]
-
-
-def _with(free: np.ndarray, own: np.ndarray) -> np.ndarray:
-    mask = free.copy()
-    mask[own] = True
-    return mask
 
 
 def _quick_check(

@@ -242,13 +242,21 @@ def nearest_links(edge_index: Tensor, latency: Tensor, k: int) -> Tensor:
     its neighbourhood is, and the mean-state term of every layer carries the rest of the
     fleet. Pruning makes the forward pass linear in machines instead of quadratic.
     """
-    order = torch.argsort(latency, stable=True)
-    order = order[torch.argsort(edge_index[1, order], stable=True)]
+    # Two sorts on unique integer keys, (latency, position) then (target, that rank): the same
+    # order as stable sorts, which are several times slower in torch. A latency ≥ 0 as float32
+    # bits sorts as an integer; every latency is positive (validated), so the clamp is a guard.
+    e = len(latency)
+    position = torch.arange(e, device=latency.device)
+    bits = latency.float().clamp(min=0.0).add(0.0).view(torch.int32).to(torch.int64)
+    by_latency = torch.sort(bits * e + position).indices
+    rank = torch.empty_like(position)
+    rank[by_latency] = position
+    order = torch.sort(edge_index[1] * e + rank).indices
     target = edge_index[1, order]
     counts = torch.bincount(target)
     first = torch.cumsum(counts, 0) - counts
-    rank = torch.arange(len(order), device=order.device) - first[target]
-    return torch.sort(order[rank < k]).values
+    within = position - first[target]
+    return torch.sort(order[within < k]).values
 
 
 def _mlp(in_channels: int, hidden: int, out_channels: int) -> nn.Sequential:

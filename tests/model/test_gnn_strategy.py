@@ -92,14 +92,19 @@ def test_idle_machines_are_offered_to_the_slowest_job(settings: Settings) -> Non
     close = fleet_of([1e14] * 4, [100.0] * 4, near)
     proba = np.array([[0.9, 0.1], [0.9, 0.1], [0.1, 0.9], [0.1, 0.9]])  # 2, 3: idle
 
-    def placed_with(rounds: int):
+    def placed_with(rounds: int, width: int = 48):
         options = {
             "gnn_group_slack": 1.0,
             "gnn_site_candidates": 0,
             "gnn_idle_rounds": rounds,
             "gnn_fallback_ratio": 100.0,  # B over all four would beat two machines
         }
-        changed = settings.model_copy(update={"assign": settings.assign.model_copy(update=options)})
+        changed = settings.model_copy(
+            update={
+                "assign": settings.assign.model_copy(update=options),
+                "planner": settings.planner.model_copy(update={"max_pool": width}),
+            }
+        )
         (big,) = gnn_placements([BIG], close, proba, [0], changed).placements
         return big
 
@@ -107,3 +112,6 @@ def test_idle_machines_are_offered_to_the_slowest_job(settings: Settings) -> Non
     assert set(alone.nodes) == {0, 1}
     assert len(offered.nodes) > 2
     assert offered.estimate.iteration_s < alone.estimate.iteration_s
+    # Its two machines and the two idle ones are more than one planner search takes (3):
+    # no offer.
+    assert set(placed_with(2, width=3).nodes) == {0, 1}

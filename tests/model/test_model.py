@@ -291,6 +291,19 @@ def test_nearest_links_keep_each_targets_lowest_latency_incoming_links() -> None
     assert nearest_links(edge_index, latency, 1).tolist() == [1, 3, 4]
 
 
+def test_nearest_links_match_a_plain_lexicographic_sort_with_ties() -> None:
+    rng = np.random.default_rng(5)
+    n, e = 40, 900
+    edge_index = torch.as_tensor(rng.integers(0, n, (2, e)))
+    latency = torch.as_tensor(rng.integers(0, 6, e) / 2.0, dtype=torch.float32)  # many ties
+    for k in (1, 3, 16):
+        order = np.lexsort((np.arange(e), latency.numpy(), edge_index[1].numpy()))
+        target = edge_index[1].numpy()[order]
+        rank = np.arange(e) - np.searchsorted(target, target)
+        expected = np.sort(order[rank < k])
+        assert nearest_links(edge_index, latency, k).tolist() == expected.tolist()
+
+
 def test_pruned_model_hears_only_the_nearest_links() -> None:
     sample = synthetic_sample(30, 3, seed=4)
     pruned = seeded_model(small_config(neighbours=2))
