@@ -5,10 +5,10 @@
    proposes a few pools of free machines (the machines the model gives the job, with some
    slack, and regions of the sites where its probability mass lies, each cut to the planner's
    search width); `hulk.planner.plan_job` lays the job out on each (replicas, pipeline order,
-   layers per stage, with the narrower `assign.gnn_full_sets` / `gnn_replica_candidates`
-   search) and the fastest plan wins. A pool whose compute alone cannot beat the best plan so
-   far is skipped, and a job stops at a plan no slower than the slowest job placed before it.
-   The machines the winning plan leaves out go back to the free pool.
+   layers per stage, with the narrower search of `assign.gnn_planner`) and the fastest plan
+   wins. A pool whose compute alone cannot beat the best plan so far is skipped, and a job
+   stops at a plan no slower than the slowest job placed before it. The machines the winning
+   plan leaves out go back to the free pool.
 3. The slowest job is then offered the machines no job took (`assign.gnn_idle_rounds` times)
    when they and its own fit in one planner search (`planner.max_pool`), and keeps a faster
    plan if the planner finds one. Jobs are placed largest first without knowing what the
@@ -191,14 +191,7 @@ class _PoolPlanner:
     planner: PlannerSettings = field(init=False)
 
     def __post_init__(self) -> None:
-        # The GNN's pools are already near the answer: a narrower layout search (assign.gnn_*).
-        options = self.settings.assign
-        self.planner = self.settings.planner.model_copy(
-            update={
-                "full_sets": options.gnn_full_sets,
-                "replica_candidates": options.gnn_replica_candidates,
-            }
-        )
+        self.planner = self.settings.gnn_planner
 
     def best(
         self,

@@ -53,3 +53,22 @@ def test_partial_file_keeps_other_defaults(tmp_path: Path) -> None:
     assert settings.seed == 11
     assert settings.validation.asymmetry_ratio == 3.0
     assert settings.ingest.window_days == Settings().ingest.window_days
+
+
+def test_gnn_planner_changes_only_the_named_planner_settings() -> None:
+    settings = settings_from_dict({"assign": {"gnn_planner": {"full_sets": 1}}})
+    assert settings.gnn_planner.full_sets == 1
+    assert settings.gnn_planner.max_pool == settings.planner.max_pool
+    assert settings.planner.full_sets == 8  # the teacher's planner is untouched
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"seed_site": 1}, r"unknown planner key\(s\) \['seed_site'\]"),
+        ({"full_sets": 0}, "full_sets"),
+    ],
+)
+def test_bad_gnn_planner_keys_are_named(change: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=r"assign\.gnn_planner: .*" + message):
+        settings_from_dict({"assign": {"gnn_planner": change}})
