@@ -223,7 +223,7 @@ class AssignSettings(Section):
     # near the answer (at most planner.max_pool machines, a site region or the model's group),
     # so a narrower search finds the same plans (bench/bench_gnn.py).
     gnn_planner: dict[str, int | float] = {
-        "seed_sites": 1,
+        "seed_sites": 2,
         "window_sites": 4,
         "full_sets": 2,
         "replica_candidates": 3,
