@@ -243,12 +243,14 @@ def nearest_links(edge_index: Tensor, latency: Tensor, k: int) -> Tensor:
     fleet. Pruning makes the forward pass linear in machines instead of quadratic.
     """
     # Two sorts on unique integer keys, (latency, position) then (target, that rank): the same
-    # order as stable sorts, which are several times slower in torch. A latency ≥ 0 as float32
-    # bits sorts as an integer; every latency is positive (validated), so the clamp is a guard.
+    # order as stable sorts, which are several times slower in torch. float32 bits map to
+    # integers in the same order (negative values — the feature is a logarithm — reversed);
+    # adding 0.0 turns −0.0 into 0.0, which torch's comparison treats as equal.
     e = len(latency)
     position = torch.arange(e, device=latency.device)
-    bits = latency.float().clamp(min=0.0).add(0.0).view(torch.int32).to(torch.int64)
-    by_latency = torch.sort(bits * e + position).indices
+    bits = (latency.float() + 0.0).view(torch.int32).to(torch.int64)
+    ordered = torch.where(bits >= 0, bits, -bits - 2**31 - 1) + 2**31  # 0 .. 2³² − 1
+    by_latency = torch.sort(ordered * e + position).indices
     rank = torch.empty_like(position)
     rank[by_latency] = position
     order = torch.sort(edge_index[1] * e + rank).indices

@@ -295,7 +295,9 @@ def test_nearest_links_match_a_plain_lexicographic_sort_with_ties() -> None:
     rng = np.random.default_rng(5)
     n, e = 40, 900
     edge_index = torch.as_tensor(rng.integers(0, n, (2, e)))
-    latency = torch.as_tensor(rng.integers(0, 6, e) / 2.0, dtype=torch.float32)  # many ties
+    # Many ties, negative values (the feature is a log), both zeros.
+    latency = torch.as_tensor(rng.integers(-6, 6, e) / 2.0, dtype=torch.float32)
+    latency[:3] = torch.tensor([-0.0, 0.0, -2.011627674102783])
     for k in (1, 3, 16):
         order = np.lexsort((np.arange(e), latency.numpy(), edge_index[1].numpy()))
         target = edge_index[1].numpy()[order]
