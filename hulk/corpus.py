@@ -7,7 +7,7 @@ search: give every machine to a job, or leave it idle. This module builds what i
 ``torch.load(weights_only=True)`` reads back,
 
 * ``x`` float32 [n, len(NODE_FEATURES)], ``edge_index`` long [2, E], ``edge_attr`` float32
-  [E, len(EDGE_FEATURES)] — `hulk.graph.build_fleet_graph`, machines in node_id order, every
+  [E, len(EDGE_FEATURES)] — `hulk.graph.fleet_data`, machines in node_id order, every
   link once per direction;
 * ``jobs`` float32 [J, len(JOB_FEATURES)] — `job_features` of the jobs in *size order*
   (`order_jobs`: descending ``min_memory_bytes``, then descending ``params``, then name);
@@ -89,7 +89,7 @@ import torch
 from hulk import io, schemas
 from hulk.cost import Fleet
 from hulk.generate import expected_links
-from hulk.graph import EDGE_FEATURES, NODE_FEATURES, build_fleet_graph
+from hulk.graph import EDGE_FEATURES, NODE_FEATURES, fleet_data
 from hulk.jobs import GB, PRESET_JOBS, Job, job_to_dict, parse_jobs
 from hulk.presets import CAPABILITY_SHARE, GPU_COUNTS, GPU_MEMORY_GB, PAPER, build_fleet
 from hulk.settings import CorpusSettings, Settings, TeacherSettings
@@ -192,17 +192,15 @@ def encode_inputs(
     class k of the model is ``jobs[order[k]]`` and class ``len(jobs)`` is idle.
     """
     inventory = inventory.sort_values("node_id", kind="stable").reset_index(drop=True)
-    graph = build_fleet_graph(
-        inventory, links, settings.hardware, settings.graph.bandwidth_tiers, snapshot=""
-    )
+    data = fleet_data(inventory, links, settings.hardware, settings.graph.bandwidth_tiers)
     active = (inventory["status"] == schemas.STATUS_ACTIVE).fillna(False).to_numpy(bool)
     active_memory = float(inventory["memory_gb"].to_numpy(float)[active].sum()) * GB
     order = order_jobs(jobs)
     features = job_features([jobs[j] for j in order], active_memory)
     tensors = {
-        "x": graph.data.x,
-        "edge_index": graph.data.edge_index,
-        "edge_attr": graph.data.edge_attr,
+        "x": data.x,
+        "edge_index": data.edge_index,
+        "edge_attr": data.edge_attr,
         "jobs": torch.from_numpy(features),
         "active": torch.from_numpy(active.copy()),
     }

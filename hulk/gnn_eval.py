@@ -10,14 +10,15 @@ quick check) and the result is compared with the teacher's labels and plans:
   the GNN's own plan stood (a fallback uses the teacher's plan: ratio 1 by construction, so
   those samples are counted apart in ``fallback_rate``);
 * ``plan_cost_ratio_sum`` — the same for the sum of iteration times of the placed jobs;
-* ``gnn_seconds`` / ``teacher_seconds`` — time to place the mix (model, Algorithm 1 and the
-  stage planner; after a fallback also the teacher's search) against the teacher's search
-  time, and their ratio ``speedup``;
-* ``inference_seconds`` / ``inference_speedup`` — the same for the model's forward pass and
-  Algorithm 1 alone (the groups, before the planner lays them out).
+* ``gnn_seconds`` / ``teacher_seconds`` — time to place the mix (the model's inputs from the
+  fleet's frames, its forward pass, Algorithm 1 and the stage planner; after a fallback also
+  the teacher's search) against the teacher's search time, and their ratio ``speedup``;
+* ``inference_seconds`` / ``inference_speedup`` — the same for the model's inputs, forward
+  pass and Algorithm 1 alone (the groups, before the planner lays them out).
 
-Times are summed over the split's samples; the fleet's site clustering, which a deployment
-computes once per link table, is left out of both sides.
+Times are summed over the split's samples; the cost model's fleet and its site clustering,
+which either strategy needs and a deployment computes once per link table, are left out of
+both sides.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from hulk.corpus import Corpus, corpus_fleet, mix_jobs
+from hulk.corpus import Corpus, corpus_fleet, encode_inputs, mix_jobs
 from hulk.cost import Fleet
 from hulk.gnn import gnn_placements
 from hulk.model import HulkGNN, predict_proba
@@ -47,6 +48,7 @@ def evaluate_gnn(
         raise ValueError(f"{len(samples)} {split} samples but {len(records)} manifest records")
     seed = int(corpus.manifest["seed"])
     fleets: dict[int, Fleet] = {}
+    frames: dict[int, tuple[Any, Any]] = {}
     correct = counted = fallbacks = 0
     makespan_ratios: list[float] = []
     sum_ratios: list[float] = []
@@ -58,6 +60,7 @@ def evaluate_gnn(
         fleet_id = int(record["fleet"])
         if fleet_id not in fleets:
             inventory, links, _ = corpus_fleet(seed, fleet_id, settings)
+            frames[fleet_id] = inventory, links
             fleets[fleet_id] = Fleet.from_frames(
                 inventory, links, settings.hardware, settings.graph.bandwidth_tiers
             )
@@ -65,15 +68,16 @@ def evaluate_gnn(
         fleet = fleets[fleet_id]
         jobs = mix_jobs(record)  # already in class (size) order
         started = time.perf_counter()
-        proba = predict_proba(model, sample).numpy()
-        forward_s = time.perf_counter() - started
+        inputs, _ = encode_inputs(*frames[fleet_id], jobs, settings)  # the sample's tensors
+        proba = predict_proba(model, inputs).numpy()
+        model_s = time.perf_counter() - started
         outcome = gnn_placements(
             jobs, fleet, proba, list(range(len(jobs))), settings, sites=sites[fleet_id]
         )
         # The decision, as the teacher's seconds are its search: the A/B/C baselines every
         # placements file reports are computed for either strategy and counted by neither.
-        gnn_seconds.append(forward_s + outcome.decision.seconds)
-        inference_seconds.append(forward_s + outcome.decision.grouping_s)
+        gnn_seconds.append(model_s + outcome.decision.seconds)
+        inference_seconds.append(model_s + outcome.decision.grouping_s)
         teacher_seconds.append(float(record["teacher_seconds"]))
         if outcome.placements is None:  # the fallback runs the teacher: the user waits for it
             gnn_seconds[-1] += teacher_seconds[-1]

@@ -86,18 +86,7 @@ def build_fleet_graph(
     snapshot: str,
 ) -> FleetGraph:
     """Build both graph forms from an inventory and a link table (pure: reads no files)."""
-    inventory = inventory.sort_values("node_id").reset_index(drop=True)
-    links = links.sort_values(["src", "dst"]).reset_index(drop=True)
-    index = {int(n): i for i, n in enumerate(inventory["node_id"])}
-    unknown = links.loc[~links["src"].isin(index) | ~links["dst"].isin(index), ["src", "dst"]]
-    if len(unknown):
-        raise InputError(
-            None,
-            "links.unknown_machine",
-            f"{len(unknown)} link(s) name machines that are not in the inventory",
-            unknown.to_dict("records"),
-        )
-
+    inventory, links = _sorted_frames(inventory, links)
     compute = node_compute_tflops(inventory, hardware)
     bandwidth, measured = link_bandwidth_gbps(links, tiers)
 
@@ -127,7 +116,49 @@ def build_fleet_graph(
             bandwidth_measured=bool(was_measured),
             loss_rate=float(row.loss_rate),
         )
+    data = _tensors(inventory, links, compute, bandwidth)
+    return FleetGraph(graph=graph, data=data, snapshot=snapshot)
 
+
+def fleet_data(
+    inventory: pd.DataFrame,
+    links: pd.DataFrame,
+    hardware: HardwareSettings,
+    tiers: list[BandwidthTier],
+) -> Data:
+    """The PyG form alone, as `build_fleet_graph` makes it (pure).
+
+    What the model reads at assignment time: building the networkx graph as well costs ten
+    times more (a Python call per link) and the model never looks at it.
+    """
+    inventory, links = _sorted_frames(inventory, links)
+    compute = node_compute_tflops(inventory, hardware)
+    bandwidth, _ = link_bandwidth_gbps(links, tiers)
+    return _tensors(inventory, links, compute, bandwidth)
+
+
+def _sorted_frames(
+    inventory: pd.DataFrame, links: pd.DataFrame
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Machines by node_id, links by (src, dst); every link between two known machines."""
+    inventory = inventory.sort_values("node_id").reset_index(drop=True)
+    links = links.sort_values(["src", "dst"]).reset_index(drop=True)
+    known = inventory["node_id"]
+    unknown = links.loc[~links["src"].isin(known) | ~links["dst"].isin(known), ["src", "dst"]]
+    if len(unknown):
+        raise InputError(
+            None,
+            "links.unknown_machine",
+            f"{len(unknown)} link(s) name machines that are not in the inventory",
+            unknown.to_dict("records"),
+        )
+    return inventory, links
+
+
+def _tensors(
+    inventory: pd.DataFrame, links: pd.DataFrame, compute: np.ndarray, bandwidth: np.ndarray
+) -> Data:
+    """Node and edge features of sorted frames (see NODE_FEATURES and EDGE_FEATURES)."""
     lat = np.radians(inventory["lat"].to_numpy(float))
     lon = np.radians(inventory["lon"].to_numpy(float))
     has_location = ~(np.isnan(lat) | np.isnan(lon))
@@ -144,8 +175,10 @@ def build_fleet_graph(
             (inventory["status"] == STATUS_ACTIVE).to_numpy(float),
         ]
     )
-    src = links["src"].map(index).to_numpy(np.int64)
-    dst = links["dst"].map(index).to_numpy(np.int64)
+    node_ids = inventory["node_id"].to_numpy(np.int64)
+    # node_ids is sorted: a link's end is its position there.
+    src = np.searchsorted(node_ids, links["src"].to_numpy(np.int64))
+    dst = np.searchsorted(node_ids, links["dst"].to_numpy(np.int64))
     edge = np.column_stack(
         [
             np.log2(np.maximum(links["latency_p50_ms"].to_numpy(float), 1e-3)),
@@ -154,13 +187,12 @@ def build_fleet_graph(
         ]
     )
     # Undirected: each link appears once per direction, as PyG's message passing expects.
-    data = Data(
+    return Data(
         x=torch.tensor(x, dtype=torch.float32),
         edge_index=torch.tensor(np.stack([np.r_[src, dst], np.r_[dst, src]]), dtype=torch.long),
         edge_attr=torch.tensor(np.r_[edge, edge], dtype=torch.float32),
-        node_id=torch.tensor(inventory["node_id"].to_numpy(np.int64)),
+        node_id=torch.tensor(node_ids),
     )
-    return FleetGraph(graph=graph, data=data, snapshot=snapshot)
 
 
 def snapshot_id(links_file: Path) -> str:

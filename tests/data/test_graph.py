@@ -15,6 +15,7 @@ from hulk.graph import (
     EDGE_FEATURES,
     NODE_FEATURES,
     build_fleet_graph,
+    fleet_data,
     link_bandwidth_gbps,
     load_fleet_data,
     node_compute_tflops,
@@ -98,12 +99,23 @@ def test_graph_forms_agree(settings: Settings) -> None:
     assert loc[:2].tolist() == pytest.approx([1.0, 1.0], abs=1e-6)
 
 
+def test_tensors_alone_match_the_graph_whatever_the_row_order(settings: Settings) -> None:
+    tiers = settings.graph.bandwidth_tiers
+    fleet = build_fleet_graph(_inventory(), _links(), settings.hardware, tiers, "abc")
+    # Rows in another order give the same tensors: machines by node_id, links by (src, dst).
+    shuffled = fleet_data(_inventory().iloc[::-1], _links().iloc[::-1], settings.hardware, tiers)
+    for key in ("x", "edge_index", "edge_attr", "node_id"):
+        assert torch.equal(shuffled[key], fleet.data[key]), key
+    assert shuffled.edge_index[:, :2].tolist() == [[0, 0], [1, 2]]  # positions, not node ids
+
+
 def test_link_to_unknown_machine_is_an_error(settings: Settings) -> None:
     links = _links().assign(dst=[11, 99])
+    tiers = settings.graph.bandwidth_tiers
     with pytest.raises(InputError, match="not in the inventory"):
-        build_fleet_graph(
-            _inventory(), links, settings.hardware, settings.graph.bandwidth_tiers, "x"
-        )
+        build_fleet_graph(_inventory(), links, settings.hardware, tiers, "x")
+    with pytest.raises(InputError, match="not in the inventory"):
+        fleet_data(_inventory(), links, settings.hardware, tiers)
 
 
 def test_saved_snapshot_loads_without_pickled_code(tmp_path: Path, settings: Settings) -> None:
