@@ -178,6 +178,16 @@ def baselines(job: Job, fleet: Fleet) -> dict[str, Cost]:
     return {name: system(job, fleet)[0] for name, system in SYSTEMS.items()}
 
 
+def best_baseline_floor(job: Job, fleet: Fleet) -> float:
+    """A lower bound on `best_baseline_seconds` in O(machines): System B timed, A and C with
+    their rings at the fleet's best link (`hulk.cost.allreduce_floor`); 0 when none can run."""
+    cost_b = system_b(job, fleet)[0]
+    floor = cost_b.iteration_s if cost_b.feasible else math.inf
+    floor = min(floor, _a_lower_bound(job, fleet, allreduce_floor))
+    floor = min(floor, _c_lower_bound(job, fleet, allreduce_floor))
+    return floor if math.isfinite(floor) else 0.0
+
+
 def best_baseline_seconds(job: Job, fleet: Fleet, sites: np.ndarray | None = None) -> float | None:
     """The least iteration time of Systems A, B and C for `job` (None when none can run it).
 

@@ -8,7 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hulk.baselines import baselines, best_baseline_seconds, system_a, system_b, system_c
+from hulk.baselines import (
+    baselines,
+    best_baseline_floor,
+    best_baseline_seconds,
+    system_a,
+    system_b,
+    system_c,
+)
 from hulk.cost import Fleet, Plan, iteration_time, lower_bound
 from hulk.importer import import_hulk
 from hulk.jobs import PAPER_MIX_4, PRESET_JOBS, Job
@@ -143,6 +150,17 @@ def test_best_baseline_is_the_least_of_the_three() -> None:
         assert best_baseline_seconds(job, fleet) == pytest.approx(_best_of(baselines(job, fleet)))
     drained = fleet_of([1e14] * 3, [2.0] * 3, LINKS, active=[False] * 3)
     assert best_baseline_seconds(JOB, drained) is None
+    assert best_baseline_floor(JOB, drained) == 0.0
+
+
+def test_best_baseline_floor_is_a_lower_bound() -> None:
+    fleet = tiny_fleet()
+    jobs = (JOB, Job("wide", 0.1, 4, 1000, 1000, 96, 2), Job("big", 0.2, 4, 1000, 1000, 12, 2))
+    for job in jobs:
+        floor, best = best_baseline_floor(job, fleet), best_baseline_seconds(job, fleet)
+        assert 0 < floor <= best, job.name
+    # B wins for JOB (1.3105 s against A 2.056 s, C 21.78 s): the floor is B's exact time.
+    assert best_baseline_floor(JOB, fleet) == system_b(JOB, fleet)[0].iteration_s == 1.3105
 
 
 def test_best_baseline_on_the_paper_fleet_skips_hopeless_rings(hulk47: Path) -> None:
@@ -157,6 +175,7 @@ def test_best_baseline_on_the_paper_fleet_skips_hopeless_rings(hulk47: Path) -> 
         best = _best_of(baselines(job, fleet))
         assert best_baseline_seconds(job, fleet) == best, name
         assert best_baseline_seconds(job, fleet, sites) == best, name
+        assert best_baseline_floor(job, fleet) <= best, name
     fresh = Fleet.from_frames(
         imported.inventory, imported.links, settings.hardware, settings.graph.bandwidth_tiers
     )

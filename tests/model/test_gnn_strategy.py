@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from hulk.baselines import best_baseline_seconds
 from hulk.errors import InputError
 from hulk.gnn import gnn_placements
 from hulk.jobs import Job
@@ -43,6 +44,25 @@ def test_clearly_worse_plan_falls_back(settings: Settings) -> None:
     outcome = gnn_placements([BIG, SMALL], fleet(), proba, [0, 1], strict)
     assert outcome.placements is None
     assert "exceeds" in outcome.fallback_reason
+
+
+def test_quick_check_draws_the_line_at_the_exact_ratio(settings: Settings) -> None:
+    # The check settles most mixes on lower bounds; its verdict must still be the exact rule:
+    # fall back iff makespan > ratio × Σ best baselines.
+    proba = np.array([[0.8, 0.1, 0.1], [0.1, 0.8, 0.1], [0.8, 0.1, 0.1], [0.1, 0.1, 0.8]])
+    jobs = [BIG, SMALL]
+    plans = gnn_placements(jobs, fleet(), proba, [0, 1], settings).decision.plans
+    makespan = max(cost.iteration_s for _, cost in plans.values())
+    sequential = sum(best_baseline_seconds(job, fleet()) for job in jobs)
+    exact = makespan / sequential
+    for ratio, falls_back in ((exact * 0.999, True), (exact * 1.001, False)):
+        strict = settings.model_copy(
+            update={"assign": settings.assign.model_copy(update={"gnn_fallback_ratio": ratio})}
+        )
+        outcome = gnn_placements(jobs, fleet(), proba, [0, 1], strict)
+        assert (outcome.placements is None) is falls_back, ratio
+        if falls_back:
+            assert f"({sequential:.4g} s)" in outcome.fallback_reason
 
 
 def test_job_left_without_memory_is_queued(settings: Settings) -> None:
