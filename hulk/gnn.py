@@ -235,14 +235,19 @@ def _quick_check(
     if not plans:
         return None
     makespan = max(cost.iteration_s for _, cost in plans.values())
-    # Passing needs only Σ best baselines ≥ makespan / ratio: cheap lower bounds settle most
-    # mixes (a concurrent plan is usually far faster than the jobs one after another), else
-    # exact values, largest job first, until the sum is reached.
+    # Passing needs only Σ best baselines ≥ makespan / ratio: lower bounds, largest job first,
+    # settle most mixes (a concurrent plan is usually far faster than the jobs one after
+    # another, and the largest job alone outweighs it), else exact values until the sum is
+    # reached.
     needed = makespan / ratio
-    if sum(best_baseline_floor(job, fleet) for job in jobs) >= needed:
-        return None
+    largest_first = sorted(jobs, key=lambda job: -job.flops_per_iteration)
+    floor = 0.0
+    for job in largest_first:
+        floor += best_baseline_floor(job, fleet)
+        if floor >= needed:
+            return None
     sequential = 0.0
-    for job in sorted(jobs, key=lambda job: -job.flops_per_iteration):
+    for job in largest_first:
         sequential += best_baseline_seconds(job, fleet, sites) or 0.0
         if sequential >= needed:
             return None

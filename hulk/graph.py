@@ -156,7 +156,7 @@ def _sorted_frames(
     if not ordered.all():
         by_pair = np.lexsort((dst, src))
         links, src, dst = links.iloc[by_pair], src[by_pair], dst[by_pair]
-    known = _among(node_ids, src) & _among(node_ids, dst)
+    known = (_positions(node_ids, src) >= 0) & (_positions(node_ids, dst) >= 0)
     if not known.all():
         unknown = links.loc[~known, ["src", "dst"]]
         raise InputError(
@@ -168,12 +168,22 @@ def _sorted_frames(
     return inventory, links
 
 
-def _among(sorted_ids: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Which `values` occur in `sorted_ids` (ascending), by binary search."""
-    if not len(sorted_ids):
-        return np.zeros(len(values), bool)
-    at = np.minimum(np.searchsorted(sorted_ids, values), len(sorted_ids) - 1)
-    return sorted_ids[at] == values
+def _positions(sorted_ids: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Position of each of `values` in `sorted_ids` (ascending, unique); −1 where absent.
+
+    A lookup table when the ids are dense enough (a gather per value), else binary search.
+    """
+    n = len(sorted_ids)
+    if not n:
+        return np.full(len(values), -1, np.int64)
+    low, high = int(sorted_ids[0]), int(sorted_ids[-1])
+    if high - low <= 4 * n + 1024:
+        table = np.full(high - low + 1, -1, np.int64)
+        table[sorted_ids - low] = np.arange(n)
+        inside = (values >= low) & (values <= high)
+        return np.where(inside, table[np.where(inside, values - low, 0)], -1)
+    at = np.minimum(np.searchsorted(sorted_ids, values), n - 1)
+    return np.where(sorted_ids[at] == values, at, -1)
 
 
 def _tensors(
@@ -197,9 +207,8 @@ def _tensors(
         ]
     )
     node_ids = inventory["node_id"].to_numpy(np.int64)
-    # node_ids is sorted: a link's end is its position there.
-    src = np.searchsorted(node_ids, links["src"].to_numpy(np.int64))
-    dst = np.searchsorted(node_ids, links["dst"].to_numpy(np.int64))
+    src = _positions(node_ids, links["src"].to_numpy(np.int64))
+    dst = _positions(node_ids, links["dst"].to_numpy(np.int64))
     edge = np.column_stack(
         [
             np.log2(np.maximum(links["latency_p50_ms"].to_numpy(float), 1e-3)),
@@ -208,11 +217,14 @@ def _tensors(
         ]
     )
     # Undirected: each link appears once per direction, as PyG's message passing expects.
+    edge = edge.astype(np.float32)
     return Data(
-        x=torch.tensor(x, dtype=torch.float32),
-        edge_index=torch.tensor(np.stack([np.r_[src, dst], np.r_[dst, src]]), dtype=torch.long),
-        edge_attr=torch.tensor(np.r_[edge, edge], dtype=torch.float32),
-        node_id=torch.tensor(node_ids),
+        x=torch.from_numpy(x.astype(np.float32)),
+        edge_index=torch.from_numpy(
+            np.stack([np.concatenate([src, dst]), np.concatenate([dst, src])])
+        ),
+        edge_attr=torch.from_numpy(np.concatenate([edge, edge])),
+        node_id=torch.from_numpy(node_ids.copy()),
     )
 
 

@@ -109,9 +109,26 @@ def test_tensors_alone_match_the_graph_whatever_the_row_order(settings: Settings
     assert shuffled.edge_index[:, :2].tolist() == [[0, 0], [1, 2]]  # positions, not node ids
 
 
+def test_far_apart_node_ids_give_the_same_graph(settings: Settings) -> None:
+    # Ids spread far apart take the binary-search path instead of a lookup table.
+    tiers = settings.graph.bandwidth_tiers
+    dense = fleet_data(_inventory(), _links(), settings.hardware, tiers)
+    far = 10**12
+    inventory = _inventory().assign(node_id=lambda frame: frame["node_id"] * far)
+    links = _links().assign(src=lambda frame: frame["src"] * far, dst=lambda f: f["dst"] * far)
+    sparse = fleet_data(inventory, links, settings.hardware, tiers)
+    assert torch.equal(sparse.edge_index, dense.edge_index)
+    assert torch.equal(sparse.x, dense.x)
+    assert sparse.node_id.tolist() == [10 * far, 11 * far, 12 * far]
+    with pytest.raises(InputError, match="1 link"):
+        fleet_data(inventory, links.assign(dst=[11 * far, 13 * far]), settings.hardware, tiers)
+
+
 def test_link_to_unknown_machine_is_an_error(settings: Settings) -> None:
     links = _links().assign(dst=[11, 99])
     tiers = settings.graph.bandwidth_tiers
+    with pytest.raises(InputError, match="1 link"):  # below the smallest id too
+        fleet_data(_inventory(), _links().assign(src=[10, 3]), settings.hardware, tiers)
     with pytest.raises(InputError, match="not in the inventory"):
         build_fleet_graph(_inventory(), links, settings.hardware, tiers, "x")
     with pytest.raises(InputError, match="not in the inventory"):
