@@ -42,8 +42,11 @@ ParamsOption = Annotated[
 ]
 
 
-def _settings(ctx: typer.Context) -> Settings:
-    return ctx.obj
+def _settings(ctx: typer.Context, data: Path | None = None) -> Settings:
+    """The params; with a data folder given, it is `data_dir` for everything (the MLflow
+    registry inside it included), as for the nightly run."""
+    settings: Settings = ctx.obj
+    return settings if data is None else settings.model_copy(update={"data_dir": data})
 
 
 @app.callback()
@@ -118,15 +121,15 @@ def generate(
     ] = False,
 ) -> None:
     """Generate a synthetic inventory and day-partitioned latency logs."""
-    settings = _settings(ctx)
+    settings = _settings(ctx, out_dir)
     started = time.perf_counter()
     if append_day:
-        result = pipeline.append_day(out_dir or settings.data_dir, settings, seed=seed)
+        result = pipeline.append_day(settings.data_dir, settings, seed=seed)
         report(result, "appended", started)
         return
     with progress_bar("generating logs") as bar:
         result = pipeline.generate(
-            out_dir or settings.data_dir,
+            settings.data_dir,
             settings,
             preset=preset,
             days=days,
@@ -147,9 +150,9 @@ def import_hulk(
     ] = None,
 ) -> None:
     """Import a fleet in the paper's published format (inventory + link table)."""
-    settings = _settings(ctx)
+    settings = _settings(ctx, out_dir)
     started = time.perf_counter()
-    result = pipeline.import_hulk(nodes, edges, out_dir or settings.data_dir, settings)
+    result = pipeline.import_hulk(nodes, edges, settings.data_dir, settings)
     report(result, "imported", started)
 
 
@@ -160,10 +163,10 @@ def validate(
     data: Annotated[Path | None, typer.Option(help="Data folder (params: data_dir).")] = None,
 ) -> None:
     """Validate the inventory, raw logs and link table a data folder holds."""
-    settings = _settings(ctx)
+    settings = _settings(ctx, data)
     started = time.perf_counter()
     with progress_bar("validating log partitions") as bar:
-        result = pipeline.validate(data or settings.data_dir, settings, progress=bar)
+        result = pipeline.validate(settings.data_dir, settings, progress=bar)
     report(result, "validated", started)
 
 
@@ -180,8 +183,8 @@ def ingest(
     ] = None,
 ) -> None:
     """Compute the link table over the rolling window from raw latency logs."""
-    settings = _settings(ctx)
-    data = out_dir or settings.data_dir
+    settings = _settings(ctx, out_dir)
+    data = settings.data_dir
     started = time.perf_counter()
     with progress_bar("validating log partitions") as bar:
         result = pipeline.ingest(
@@ -201,9 +204,9 @@ def graph(
     data: Annotated[Path | None, typer.Option(help="Data folder (params: data_dir).")] = None,
 ) -> None:
     """Build the fleet graph snapshot (networkx + PyTorch Geometric)."""
-    settings = _settings(ctx)
+    settings = _settings(ctx, data)
     started = time.perf_counter()
-    result = pipeline.graph(data or settings.data_dir, settings)
+    result = pipeline.graph(settings.data_dir, settings)
     report(result, "fleet graph", started)
 
 
@@ -215,8 +218,8 @@ def run(
 ) -> None:
     """The main job on the embedded default: generate the fleet and its logs, then the whole
     nightly flow (validate → ingest → graph → teacher labels → train → assign → evaluate)."""
-    settings = _settings(ctx)
-    data = data or settings.data_dir
+    settings = _settings(ctx, data)
+    data = settings.data_dir
     total = time.perf_counter()
     with progress_bar("generating logs") as bar:
         result = pipeline.generate(data, settings, progress=bar)
@@ -232,8 +235,8 @@ def nightly(
 ) -> None:
     """Run the nightly Prefect flow in this process (a temporary local Prefect API unless
     PREFECT_API_URL names a server), on the data folder's logs."""
-    settings = _settings(ctx)
-    _run_nightly(ctx, data or settings.data_dir, time.perf_counter())
+    settings = _settings(ctx, data)
+    _run_nightly(ctx, settings.data_dir, time.perf_counter())
 
 
 def _params_path(ctx: typer.Context) -> Path:
@@ -247,7 +250,7 @@ def _run_nightly(ctx: typer.Context, data: Path, total: float) -> None:
     from flows.nightly import nightly as nightly_flow
     from hulk.registry import ui_command
 
-    settings = _settings(ctx).model_copy(update={"data_dir": data})
+    settings = _settings(ctx, data)
     started = time.perf_counter()
     with prefect_api():
         done = nightly_flow(params=str(_params_path(ctx)), data_dir=str(data))
@@ -350,11 +353,11 @@ def train(
     """Train the GNN on teacher-labelled fleets, evaluate, register in MLflow, promote."""
     from hulk.registry import ui_command
 
-    settings = _settings(ctx)
+    settings = _settings(ctx, data)
     started = time.perf_counter()
     with progress_bar("labelling corpus fleets") as bar:
         result = pipeline.train(
-            data or settings.data_dir,
+            settings.data_dir,
             settings,
             seed=seed,
             workers=workers,
@@ -445,10 +448,10 @@ def assign(
     seed: Annotated[int | None, typer.Option(help="Random seed (params: seed).")] = None,
 ) -> None:
     """Place the jobs on the fleet; write DIR/<run-id>.json and DIR/latest.json."""
-    settings = _settings(ctx)
+    settings = _settings(ctx, data)
     started = time.perf_counter()
     result = pipeline.assign(
-        data or settings.data_dir,
+        settings.data_dir,
         settings,
         jobs_file=jobs,
         strategy=strategy,
@@ -484,10 +487,10 @@ def evaluate(
     """Cost table and plot of a placements file: plan, estimate, baselines, lower bound."""
     from hulk.placements import LATEST
 
-    settings = _settings(ctx)
+    settings = _settings(ctx, data)
     started = time.perf_counter()
     file = file or settings.assign.placements_dir / LATEST
-    result = pipeline.evaluate(file, data or settings.data_dir, settings, plot=plot)
+    result = pipeline.evaluate(file, settings.data_dir, settings, plot=plot)
     _print_evaluation(result, file, started)
 
 
@@ -561,10 +564,10 @@ def replan(
     from hulk.assign import schedule_of
     from hulk.placements import LATEST
 
-    settings = _settings(ctx)
+    settings = _settings(ctx, data)
     started = time.perf_counter()
     result = pipeline.replan(
-        data or settings.data_dir,
+        settings.data_dir,
         settings,
         placements_file=placements or settings.assign.placements_dir / LATEST,
         failed=_node_list(fail),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import yaml
@@ -68,3 +69,15 @@ def test_train_registers_a_champion_that_assign_then_uses(tmp_path: Path) -> Non
     # Placed or queued, every job is accounted for; a fallback says why.
     assert len(doc["jobs"]) == 4
     assert doc["model"]["fallback"] is None or "GNN" in doc["model"]["fallback"]
+
+    # --data names the data folder and the registry in it: another folder has no champion.
+    other = tmp_path / "other"
+    other.mkdir()
+    for name in ("machines.csv", "links.parquet"):
+        shutil.copy(data / name, other / name)
+    result = invoke(
+        "--params", params, "assign", "--data", other, "--strategy", "gnn", "--out", other / "p"
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "no champion model yet" in result.output
+    assert json.loads(latest.read_text())["strategy"] == "gnn"  # the last good file stands
