@@ -45,10 +45,10 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from hulk import schemas
 from hulk.errors import InputError
+from hulk.parquet_columns import LOG_RULES, checked_schema
 from hulk.settings import IngestSettings
 
 LOG_COLUMNS: tuple[str, ...] = tuple(schemas.LOGS)
@@ -219,22 +219,6 @@ def empty_window_error(log_set: LogSet, window: Window, detail: str) -> InputErr
 # --------------------------------------------------------------------------------------------
 
 
-def _is_string(kind: pa.DataType) -> bool:
-    if pa.types.is_dictionary(kind):
-        kind = kind.value_type
-    return pa.types.is_string(kind) or pa.types.is_large_string(kind) or kind == pa.string_view()
-
-
-_PARQUET_RULES = {
-    "ts": ("a timestamp", pa.types.is_timestamp),
-    "src": ("an integer", pa.types.is_integer),
-    "dst": ("an integer", pa.types.is_integer),
-    "msg_bytes": ("an integer", pa.types.is_integer),
-    "elapsed_ms": ("a number", lambda t: pa.types.is_floating(t) or pa.types.is_integer(t)),
-    "status": ("a string", _is_string),
-}
-
-
 def check_parquet_columns(paths: Sequence[Path]) -> TsKind:
     """Check every file has the log columns with usable types (reads only the footers).
 
@@ -243,29 +227,13 @@ def check_parquet_columns(paths: Sequence[Path]) -> TsKind:
     """
     kinds: dict[TsKind, Path] = {}
     for path in paths:
-        try:
-            schema = pq.read_schema(path)
-        except (pa.ArrowException, OSError) as exc:
-            raise InputError(path, "unreadable", f"not a readable Parquet file: {exc}") from None
-        for column, (expected, accepts) in _PARQUET_RULES.items():
-            index = schema.get_field_index(column)
-            if index < 0:
-                raise InputError(
-                    path,
-                    "missing-column",
-                    f"column {column!r} is missing (log columns: {', '.join(LOG_COLUMNS)})",
-                )
-            kind = schema.field(index).type
-            if not accepts(kind):
-                raise InputError(
-                    path, "column-type", f"column {column!r} must be {expected}, found {kind}"
-                )
+        schema = checked_schema(path, LOG_RULES, "logs")
         ts_type = schema.field("ts").type
         kinds.setdefault("naive" if ts_type.tz is None else "utc", path)
     if len(kinds) > 1:
         raise InputError(
             kinds["naive"],
-            "column-type",
+            "logs.schema",
             f"column 'ts' has no time zone here but has one in {kinds['utc']}; "
             "write every file with the same timestamp type",
         )
@@ -282,7 +250,7 @@ def check_csv_columns(paths: Sequence[Path]) -> None:
         if missing:
             raise InputError(
                 path,
-                "missing-column",
+                "logs.schema",
                 f"column {missing[0]!r} is missing from the header "
                 f"(log columns: {', '.join(LOG_COLUMNS)})",
             )
@@ -392,7 +360,7 @@ def _run(
     except (duckdb.ConversionException, duckdb.InvalidInputException, duckdb.IOException) as exc:
         if log_set.format == "csv" and not isinstance(exc, duckdb.IOException):
             raise _diagnose_csv(con, files, exc) from None
-        raise InputError(log_set.root, "unreadable", str(exc).splitlines()[0]) from None
+        raise InputError(log_set.root, "logs.readable", str(exc).splitlines()[0]) from None
 
 
 def _diagnose_csv(con: duckdb.DuckDBPyConnection, files: list[Path], exc: Exception) -> InputError:
@@ -414,11 +382,11 @@ def _diagnose_csv(con: duckdb.DuckDBPyConnection, files: list[Path], exc: Except
             if bad:
                 return InputError(
                     path,
-                    "column-type",
+                    "logs.schema",
                     f"column {column!r}: {bad} value(s) are not {kind}",
                     [repr(example)],
                 )
-    return InputError(files[0].parent, "unreadable", str(exc).splitlines()[0])
+    return InputError(files[0].parent, "logs.readable", str(exc).splitlines()[0])
 
 
 def _max_ts(con: duckdb.DuckDBPyConnection, log_set: LogSet) -> pd.Timestamp:

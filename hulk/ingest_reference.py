@@ -68,7 +68,7 @@ def _read_csv(path: Path, columns: list[str]) -> pd.DataFrame:
                     values = values.astype("Int64")
                 frame[column] = values
         except (ValueError, TypeError) as exc:
-            raise InputError(path, "column-type", f"column {column!r}: {exc}") from None
+            raise InputError(path, "logs.schema", f"column {column!r}: {exc}") from None
     if "ts" in frame:
         frame["ts"] = frame["ts"].dt.as_unit("us")
     return frame
@@ -261,7 +261,7 @@ def link_stats_reference(
         try:
             frame = _read_file(path, job.log_set.format, job.window, job.ts_kind, columns)
         except pa.ArrowInvalid as exc:
-            raise InputError(path, "unreadable", str(exc)) from None
+            raise InputError(path, "logs.readable", str(exc)) from None
         n_window += len(frame)
         probes = _compact(frame, job.keys, job.once, job.ids)
         del frame
@@ -293,7 +293,7 @@ def _read_window(job: _Job) -> pd.DataFrame:
                     [pd.read_parquet(path, columns=columns) for path in paths], ignore_index=True
                 )
             except pa.ArrowException as exc:
-                raise InputError(job.log_set.root, "unreadable", str(exc)) from None
+                raise InputError(job.log_set.root, "logs.readable", str(exc)) from None
         if job.ts_kind == "naive":
             frame["ts"] = frame["ts"].dt.tz_localize("UTC")
     inside = frame["ts"].between(job.window.start, job.window.end, inclusive="both")

@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 from hulk import schemas
 from hulk.errors import InputError
 from hulk.findings import Finding
+from hulk.parquet_columns import LINK_RULES, checked_schema
 from hulk.settings import ValidateSettings
 from hulk.validation._common import Machines, finding, frame_records, name_list, plural
 from hulk.validation._gx import Check, CheckResult, GxSession, make_check
@@ -31,38 +32,12 @@ from hulk.validation.inventory import schema_problems
 SUITE = "hulk.links"
 
 
-def _accepts(dtype: str, kind: pa.DataType) -> bool:
-    if dtype == "int64":
-        return pa.types.is_integer(kind)
-    if dtype == "float64":
-        return pa.types.is_floating(kind) or pa.types.is_integer(kind) or pa.types.is_null(kind)
-    if dtype.startswith("datetime64"):
-        return pa.types.is_timestamp(kind) or pa.types.is_null(kind)
-    return True
-
-
 def read_links(path: str | Path) -> pd.DataFrame:
     """Read links.parquet in schemas.LINKS types; an InputError names the file and column."""
     path = Path(path)
     if not path.is_file():
         raise InputError(path, "links.exists", "link table not found")
-    try:
-        schema = pq.read_schema(path)
-    except (pa.ArrowException, OSError) as exc:
-        raise InputError(path, "links.readable", f"not a readable Parquet file: {exc}") from None
-    for column, dtype in schemas.LINKS.items():
-        index = schema.get_field_index(column)
-        if index < 0:
-            raise InputError(
-                path,
-                "links.schema",
-                f"column {column!r} is missing (link columns: {', '.join(schemas.LINKS)})",
-            )
-        kind = schema.field(index).type
-        if not _accepts(dtype, kind):
-            raise InputError(
-                path, "links.schema", f"column {column!r} must be {dtype}, found {kind}"
-            )
+    checked_schema(path, LINK_RULES, "links")
     try:
         frame = pq.read_table(path, columns=list(schemas.LINKS)).to_pandas()
     except (pa.ArrowException, OSError) as exc:

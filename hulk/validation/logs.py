@@ -55,6 +55,7 @@ import pyarrow.parquet as pq
 from hulk import schemas
 from hulk.errors import InputError
 from hulk.findings import Finding
+from hulk.parquet_columns import LOG_RULES, checked_schema
 from hulk.settings import ValidateSettings
 from hulk.validation._common import (
     LATENCY_PROBE_BYTES,
@@ -158,51 +159,27 @@ def _batches(logs_dir: Path) -> tuple[list[LogBatch], str]:
     return days + loose, log_set.format
 
 
-def _is_string(kind: pa.DataType) -> bool:
-    if pa.types.is_dictionary(kind):
-        kind = kind.value_type
-    return pa.types.is_string(kind) or pa.types.is_large_string(kind) or kind == pa.string_view()
-
-
-_ARROW_TYPES: dict[str, tuple[str, Callable[[pa.DataType], bool], pa.DataType]] = {
-    "ts": ("a timestamp", pa.types.is_timestamp, pa.timestamp("us", tz="UTC")),
-    "src": ("an integer", pa.types.is_integer, pa.int64()),
-    "dst": ("an integer", pa.types.is_integer, pa.int64()),
-    "msg_bytes": ("an integer", pa.types.is_integer, pa.int64()),
-    "elapsed_ms": (
-        "a number",
-        lambda t: pa.types.is_floating(t) or pa.types.is_integer(t) or pa.types.is_null(t),
-        pa.float64(),
-    ),
-    "status": ("a string", _is_string, pa.string()),
+# What each log column becomes once read (naive timestamps are taken as UTC).
+_ARROW_TYPES: dict[str, pa.DataType] = {
+    "ts": pa.timestamp("us", tz="UTC"),
+    "src": pa.int64(),
+    "dst": pa.int64(),
+    "msg_bytes": pa.int64(),
+    "elapsed_ms": pa.float64(),
+    "status": pa.string(),
 }
 
 
 def _read_parquet(path: Path) -> pa.Table:
     """The log columns of one Parquet file in schemas.LOGS types (naive ts is taken as UTC)."""
-    try:
-        schema = pq.read_schema(path)
-    except (pa.ArrowException, OSError) as exc:
-        raise InputError(path, "logs.readable", f"not a readable Parquet file: {exc}") from None
-    for column, (expected, accepts, _) in _ARROW_TYPES.items():
-        index = schema.get_field_index(column)
-        if index < 0:
-            raise InputError(
-                path,
-                "logs.schema",
-                f"column {column!r} is missing (log columns: {', '.join(schemas.LOGS)})",
-            )
-        kind = schema.field(index).type
-        if not accepts(kind):
-            raise InputError(
-                path, "logs.schema", f"column {column!r} must be {expected}, found {kind}"
-            )
+    checked_schema(path, LOG_RULES, "logs")
     try:
         table = pq.read_table(path, columns=list(schemas.LOGS))
     except (pa.ArrowException, OSError) as exc:
         raise InputError(path, "logs.readable", f"not a readable Parquet file: {exc}") from None
     columns = []
-    for column, (expected, _, target) in _ARROW_TYPES.items():
+    for column, target in _ARROW_TYPES.items():
+        expected = LOG_RULES[column][0]
         data = table.column(column)
         if column not in _NULLABLE and data.null_count:
             raise InputError(
@@ -228,7 +205,8 @@ def _read_csv(path: Path) -> pa.Table:
         raise InputError(path, "logs.readable", f"cannot parse the CSV file: {exc}") from None
     raw.columns = [str(c).strip() for c in raw.columns]
     out: dict[str, object] = {}
-    for column, (expected, _, target) in _ARROW_TYPES.items():
+    for column, target in _ARROW_TYPES.items():
+        expected = LOG_RULES[column][0]
         if column not in raw.columns:
             raise InputError(
                 path,

@@ -288,6 +288,24 @@ def test_files_with_integer_elapsed_times(tmp_path: Path, ingest, impl) -> None:
 
 
 @pytest.mark.parametrize("impl", IMPLS)
+def test_day_with_every_probe_lost_stores_no_elapsed_type(tmp_path: Path, ingest, impl) -> None:
+    # A writer may store an all-empty elapsed_ms column with Arrow's null type: validation and
+    # ingest accept it (one rule set, hulk.parquet_columns) and count the lost probes.
+    lost = frame_of([probe(-24 * 60, 1, 2, None, status="timeout")] * 2)
+    folder = tmp_path / "logs" / "day=2026-11-19"
+    folder.mkdir(parents=True)
+    table = pa.Table.from_pandas(lost, preserve_index=False)
+    table = table.set_column(
+        table.schema.get_field_index("elapsed_ms"), "elapsed_ms", pa.nulls(2)
+    )
+    pq.write_table(table, folder / "part-0.parquet")
+    logs = write_logs(tmp_path / "logs", [probe(0, 1, 2, 10.0), probe(10, 2, 1, 20.0)])
+    r = row(impl(logs, inventory(1, 2), ingest), 1, 2)
+    assert r["samples"] == 4 and r["loss_rate"] == pytest.approx(0.5)
+    assert r["latency_p50_ms"] == pytest.approx(15.0)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
 def test_naive_parquet_timestamps_are_utc(tmp_path: Path, ingest, impl) -> None:
     rows = frame_of(tiny_rows())
     naive = write_logs(tmp_path / "naive", rows.assign(ts=rows["ts"].dt.tz_localize(None)))
@@ -389,7 +407,7 @@ def test_no_log_files(tmp_path: Path, ingest, impl) -> None:
 @pytest.mark.parametrize("impl", IMPLS)
 def test_missing_column_names_column_and_file(tmp_path: Path, ingest, impl) -> None:
     logs = write_logs(tmp_path / "logs", frame_of(tiny_rows()).drop(columns="elapsed_ms"))
-    with pytest.raises(InputError, match=r"\[missing-column\] column 'elapsed_ms'") as err:
+    with pytest.raises(InputError, match=r"\[logs.schema\] column 'elapsed_ms'") as err:
         impl(logs, inventory(1, 2, 3), ingest)
     assert err.value.path is not None and err.value.path.endswith(".parquet")
 
@@ -398,7 +416,7 @@ def test_missing_column_names_column_and_file(tmp_path: Path, ingest, impl) -> N
 def test_mistyped_parquet_column(tmp_path: Path, ingest, impl) -> None:
     rows = frame_of(tiny_rows())
     logs = write_logs(tmp_path / "logs", rows.assign(src=rows["src"].astype(str)))
-    with pytest.raises(InputError, match=r"\[column-type\] column 'src' must be an integer") as err:
+    with pytest.raises(InputError, match=r"\[logs.schema\] column 'src' must be an integer") as err:
         impl(logs, inventory(1, 2, 3), ingest)
     assert "day=2026-11-20" in str(err.value.path)
 
@@ -407,12 +425,12 @@ def test_mistyped_parquet_column(tmp_path: Path, ingest, impl) -> None:
 def test_csv_missing_and_mistyped_columns(tmp_path: Path, ingest, impl) -> None:
     rows = frame_of(tiny_rows())
     logs = write_logs(tmp_path / "a", rows.drop(columns="status"), fmt="csv")
-    with pytest.raises(InputError, match=r"probes.csv: \[missing-column\] column 'status'"):
+    with pytest.raises(InputError, match=r"probes.csv: \[logs.schema\] column 'status'"):
         impl(logs, inventory(1, 2, 3), ingest)
     bad = rows.astype({"msg_bytes": "object"})
     bad.loc[3, "msg_bytes"] = "lots"
     logs = write_logs(tmp_path / "b", bad, fmt="csv")
-    with pytest.raises(InputError, match=r"probes.csv: \[column-type\] column 'msg_bytes'"):
+    with pytest.raises(InputError, match=r"probes.csv: \[logs.schema\] column 'msg_bytes'"):
         impl(logs, inventory(1, 2, 3), ingest)
 
 
@@ -443,7 +461,7 @@ def test_mixed_formats_and_bad_partition_names(tmp_path: Path, ingest) -> None:
 
 def test_unreadable_file_in_the_window(tiny: Path, ingest) -> None:
     (tiny / "day=2026-11-20" / "part-1.parquet").write_bytes(b"not parquet at all")
-    with pytest.raises(InputError, match=r"part-1.parquet: \[unreadable\]"):
+    with pytest.raises(InputError, match=r"part-1.parquet: \[logs.readable\]"):
         link_stats(tiny, inventory(1, 2, 3), ingest)
 
 
