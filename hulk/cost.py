@@ -73,7 +73,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components, shortest_path
 
 from hulk.errors import InputError
-from hulk.graph import link_bandwidth_gbps, node_compute_tflops
+from hulk.graph import link_bandwidth_gbps, link_ends, node_compute_tflops
 from hulk.jobs import FLOPS_PER_PARAM_TOKEN, Job
 from hulk.schemas import STATUS_ACTIVE
 from hulk.settings import BandwidthTier, HardwareSettings
@@ -137,29 +137,12 @@ class Fleet:
                 f"{len(repeated)} node id(s) appear more than once",
                 repeated.tolist(),
             )
-        n = len(node_ids)
         compute = node_compute_tflops(inventory, hardware) * 1e12
         memory = inventory["memory_gb"].to_numpy(float) * GB
         active = (inventory["status"] == STATUS_ACTIVE).fillna(False).to_numpy(bool)
 
         links = links[links["latency_p50_ms"].notna()]
-        src = links["src"].to_numpy(np.int64)
-        dst = links["dst"].to_numpy(np.int64)
-        if n:
-            i = np.searchsorted(node_ids, src).clip(0, n - 1)
-            j = np.searchsorted(node_ids, dst).clip(0, n - 1)
-            known = (node_ids[i] == src) & (node_ids[j] == dst)
-        else:
-            i = j = np.zeros(len(src), np.int64)
-            known = np.zeros(len(src), bool)
-        if not known.all():
-            bad = links.loc[~known, ["src", "dst"]]
-            raise InputError(
-                None,
-                "links.unknown_machine",
-                f"{len(bad)} link(s) name machines that are not in the inventory",
-                bad.to_dict("records"),
-            )
+        i, j = link_ends(node_ids, links)
         gbps, _ = link_bandwidth_gbps(links, list(tiers))
         latency_ms = links["latency_p50_ms"].to_numpy(float)
         return cls.from_arrays(

@@ -86,7 +86,7 @@ def build_fleet_graph(
     snapshot: str,
 ) -> FleetGraph:
     """Build both graph forms from an inventory and a link table (pure: reads no files)."""
-    inventory, links = _sorted_frames(inventory, links)
+    inventory, links, ends = _sorted_frames(inventory, links)
     compute = node_compute_tflops(inventory, hardware)
     bandwidth, measured = link_bandwidth_gbps(links, tiers)
 
@@ -116,7 +116,7 @@ def build_fleet_graph(
             bandwidth_measured=bool(was_measured),
             loss_rate=float(row.loss_rate),
         )
-    data = _tensors(inventory, links, compute, bandwidth)
+    data = _tensors(inventory, links, ends, compute, bandwidth)
     return FleetGraph(graph=graph, data=data, snapshot=snapshot)
 
 
@@ -131,16 +131,17 @@ def fleet_data(
     What the model reads at assignment time: building the networkx graph as well costs ten
     times more (a Python call per link) and the model never looks at it.
     """
-    inventory, links = _sorted_frames(inventory, links)
+    inventory, links, ends = _sorted_frames(inventory, links)
     compute = node_compute_tflops(inventory, hardware)
     bandwidth, _ = link_bandwidth_gbps(links, tiers)
-    return _tensors(inventory, links, compute, bandwidth)
+    return _tensors(inventory, links, ends, compute, bandwidth)
 
 
 def _sorted_frames(
     inventory: pd.DataFrame, links: pd.DataFrame
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Machines by node_id, links by (src, dst); every link between two known machines.
+) -> tuple[pd.DataFrame, pd.DataFrame, tuple[np.ndarray, np.ndarray]]:
+    """Machines by node_id, links by (src, dst), and the positions of the links' machines
+    (`link_ends`: every link must join two known machines).
 
     Tables usually arrive sorted (the link statistics are written that way): they are checked
     in O(rows) and only re-ordered when they are not.
@@ -155,8 +156,19 @@ def _sorted_frames(
     ordered = (src[1:] > src[:-1]) | ((src[1:] == src[:-1]) & (dst[1:] >= dst[:-1]))
     if not ordered.all():
         by_pair = np.lexsort((dst, src))
-        links, src, dst = links.iloc[by_pair], src[by_pair], dst[by_pair]
-    known = (_positions(node_ids, src) >= 0) & (_positions(node_ids, dst) >= 0)
+        links = links.iloc[by_pair]
+    return inventory, links, link_ends(node_ids, links)
+
+
+def link_ends(node_ids: np.ndarray, links: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Positions in `node_ids` (ascending, unique) of each link's `src` and `dst` machines.
+
+    Raises `InputError` (``links.unknown_machine``) listing the links that name a machine
+    `node_ids` does not hold.
+    """
+    src = _positions(node_ids, links["src"].to_numpy(np.int64))
+    dst = _positions(node_ids, links["dst"].to_numpy(np.int64))
+    known = (src >= 0) & (dst >= 0)
     if not known.all():
         unknown = links.loc[~known, ["src", "dst"]]
         raise InputError(
@@ -165,7 +177,7 @@ def _sorted_frames(
             f"{len(unknown)} link(s) name machines that are not in the inventory",
             unknown.to_dict("records"),
         )
-    return inventory, links
+    return src, dst
 
 
 def _positions(sorted_ids: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -187,7 +199,11 @@ def _positions(sorted_ids: np.ndarray, values: np.ndarray) -> np.ndarray:
 
 
 def _tensors(
-    inventory: pd.DataFrame, links: pd.DataFrame, compute: np.ndarray, bandwidth: np.ndarray
+    inventory: pd.DataFrame,
+    links: pd.DataFrame,
+    ends: tuple[np.ndarray, np.ndarray],
+    compute: np.ndarray,
+    bandwidth: np.ndarray,
 ) -> Data:
     """Node and edge features of sorted frames (see NODE_FEATURES and EDGE_FEATURES)."""
     lat = np.radians(inventory["lat"].to_numpy(float))
@@ -207,8 +223,7 @@ def _tensors(
         ]
     )
     node_ids = inventory["node_id"].to_numpy(np.int64)
-    src = _positions(node_ids, links["src"].to_numpy(np.int64))
-    dst = _positions(node_ids, links["dst"].to_numpy(np.int64))
+    src, dst = ends
     edge = np.column_stack(
         [
             np.log2(np.maximum(links["latency_p50_ms"].to_numpy(float), 1e-3)),
