@@ -18,7 +18,10 @@ quick check) and the result is compared with the teacher's labels and plans:
 
 Times are summed over the split's samples; the cost model's fleet and its site clustering,
 which either strategy needs and a deployment computes once per link table, are left out of
-both sides.
+both sides. The same figures by fleet size (`SIZE_BANDS`: machines ≤ 50, 51–100, 101–200,
+more) carry the band as a suffix — ``speedup_le50``, ``plan_cost_ratio_makespan_101to200``,
+``samples_gt200``… — so versions compare by fleet size in the MLflow UI; a band without a
+sample has no keys.
 """
 
 from __future__ import annotations
@@ -37,6 +40,16 @@ from hulk.model import HulkGNN, predict_proba
 from hulk.planner import site_labels
 from hulk.settings import Settings
 
+# Fleet-size bands of the per-size metrics: (suffix, most machines).
+SIZE_BANDS: tuple[tuple[str, float], ...] = (
+    ("le50", 50),
+    ("51to100", 100),
+    ("101to200", 200),
+    ("gt200", math.inf),
+)
+# The figures repeated per band.
+BAND_METRICS = ("plan_cost_ratio_makespan", "fallback_rate", "speedup", "inference_speedup")
+
 
 def evaluate_gnn(
     model: HulkGNN, corpus: Corpus, settings: Settings, split: str = "test"
@@ -49,13 +62,9 @@ def evaluate_gnn(
     seed = int(corpus.manifest["seed"])
     fleets: dict[int, Fleet] = {}
     frames: dict[int, tuple[Any, Any]] = {}
-    correct = counted = fallbacks = 0
-    makespan_ratios: list[float] = []
-    sum_ratios: list[float] = []
-    gnn_seconds: list[float] = []
-    inference_seconds: list[float] = []
+    correct = counted = 0
+    rows: list[dict[str, float]] = []  # per sample: machines, times, ratios, fallback
     sites: dict[int, np.ndarray] = {}
-    teacher_seconds: list[float] = []
     for sample, record in zip(samples, records, strict=True):
         fleet_id = int(record["fleet"])
         if fleet_id not in fleets:
@@ -76,33 +85,57 @@ def evaluate_gnn(
         )
         # The decision, as the teacher's seconds are its search: the A/B/C baselines every
         # placements file reports are computed for either strategy and counted by neither.
-        gnn_seconds.append(model_s + outcome.decision.seconds)
-        inference_seconds.append(model_s + outcome.decision.grouping_s)
-        teacher_seconds.append(float(record["teacher_seconds"]))
+        teacher_s = float(record["teacher_seconds"])
+        row = {
+            "machines": float(fleet.n),
+            "gnn_s": model_s + outcome.decision.seconds,
+            "inference_s": model_s + outcome.decision.grouping_s,
+            "teacher_s": teacher_s,
+            "fallback": float(outcome.placements is None),
+            "makespan_ratio": math.nan,
+            "sum_ratio": math.nan,
+        }
         if outcome.placements is None:  # the fallback runs the teacher: the user waits for it
-            gnn_seconds[-1] += teacher_seconds[-1]
+            row["gnn_s"] += teacher_s
+        else:
+            times = _placed_times(outcome.placements)
+            if record["makespan_s"] > 0 and times:
+                row["makespan_ratio"] = max(times) / float(record["makespan_s"])
+            if record["sum_s"] > 0 and times:
+                row["sum_ratio"] = sum(times) / float(record["sum_s"])
+        rows.append(row)
 
         active = sample["active"].numpy().astype(bool)
         predicted = proba.argmax(axis=1)
         correct += int((predicted == sample["y"].numpy())[active].sum())
         counted += int(active.sum())
 
-        if outcome.placements is None:
-            fallbacks += 1
-            continue
-        times = _placed_times(outcome.placements)
-        if record["makespan_s"] > 0 and times:
-            makespan_ratios.append(max(times) / float(record["makespan_s"]))
-        if record["sum_s"] > 0 and times:
-            sum_ratios.append(sum(times) / float(record["sum_s"]))
-    total_gnn, total_teacher = sum(gnn_seconds), sum(teacher_seconds)
-    total_inference = sum(inference_seconds)
-    return {
+    metrics = {
         "samples": float(len(samples)),
         "node_accuracy": correct / counted if counted else math.nan,
-        "plan_cost_ratio_makespan": _mean(makespan_ratios),
-        "plan_cost_ratio_sum": _mean(sum_ratios),
-        "fallback_rate": fallbacks / len(samples) if samples else math.nan,
+        **_summary(rows),
+    }
+    lower = 0.0
+    for band, upper in SIZE_BANDS:
+        inside = [row for row in rows if lower < row["machines"] <= upper]
+        lower = upper
+        if inside:
+            metrics[f"samples_{band}"] = float(len(inside))
+            for key, value in _summary(inside).items():
+                if key in BAND_METRICS:
+                    metrics[f"{key}_{band}"] = value
+    return metrics
+
+
+def _summary(rows: Sequence[dict[str, float]]) -> dict[str, float]:
+    """Plan-cost ratios, fallbacks and times of some samples (module docstring)."""
+    total_gnn = sum(row["gnn_s"] for row in rows)
+    total_teacher = sum(row["teacher_s"] for row in rows)
+    total_inference = sum(row["inference_s"] for row in rows)
+    return {
+        "plan_cost_ratio_makespan": _mean([r["makespan_ratio"] for r in rows]),
+        "plan_cost_ratio_sum": _mean([r["sum_ratio"] for r in rows]),
+        "fallback_rate": sum(r["fallback"] for r in rows) / len(rows) if rows else math.nan,
         "gnn_seconds": total_gnn,
         "teacher_seconds": total_teacher,
         "speedup": total_teacher / total_gnn if total_gnn > 0 else math.nan,
@@ -120,4 +153,6 @@ def _placed_times(placements: Sequence[Any]) -> list[float]:
 
 
 def _mean(values: list[float]) -> float:
-    return float(np.mean(values)) if values else math.nan
+    """The mean of the values that are not NaN (NaN when none is)."""
+    kept = [v for v in values if not math.isnan(v)]
+    return float(np.mean(kept)) if kept else math.nan

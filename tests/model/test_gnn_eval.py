@@ -1,0 +1,74 @@
+"""GNN evaluation on a corpus split (hulk.gnn_eval): overall figures and by fleet size."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from hulk.corpus import Corpus, build_corpus
+from hulk.gnn_eval import BAND_METRICS, SIZE_BANDS, evaluate_gnn
+from hulk.settings import CorpusSettings, Settings, TeacherSettings
+from hulk.train import train_model
+
+SEED = 5
+TINY = CorpusSettings(
+    fleets=8,  # seed 5: test fleets of 45, 47, 58 and 81 machines, two size bands
+    mixes_per_fleet=1,
+    min_machines=20,
+    max_machines=160,
+    max_cities=6,
+    paper_share=0.3,
+    drained_fraction={"low": 0.05, "high": 0.2},
+    max_jobs=3,
+    val_fraction=0.2,
+    test_fraction=0.5,
+    max_evaluations=25,
+    time_budget_s=300.0,
+)
+SETTINGS = Settings().model_copy(
+    update={"corpus": TINY, "teacher": TeacherSettings(random_starts=1, site_starts=4)}
+)
+
+
+@pytest.fixture(scope="module")
+def corpus() -> Corpus:
+    return build_corpus(SETTINGS, SEED, workers=1)
+
+
+@pytest.fixture(scope="module")
+def metrics(corpus: Corpus) -> dict[str, float]:
+    train = SETTINGS.train.model_copy(update={"epochs": 2})
+    model = train_model(list(corpus.train), corpus.val, SETTINGS.model, train, SEED).model
+    return evaluate_gnn(model, corpus, SETTINGS, split="test")
+
+
+def test_overall_figures(corpus: Corpus, metrics: dict[str, float]) -> None:
+    assert metrics["samples"] == len(corpus.split("test")) > 0
+    assert 0.0 <= metrics["node_accuracy"] <= 1.0
+    assert 0.0 <= metrics["fallback_rate"] <= 1.0
+    assert metrics["speedup"] == pytest.approx(metrics["teacher_seconds"] / metrics["gnn_seconds"])
+    # Inference (inputs, forward pass, grouping) is part of the whole decision.
+    assert metrics["inference_seconds"] < metrics["gnn_seconds"]
+
+
+def test_figures_by_fleet_size_cover_every_sample(
+    corpus: Corpus, metrics: dict[str, float]
+) -> None:
+    records = [r for r in corpus.manifest["samples"] if r["split"] == "test"]
+    machines = [len(s["x"]) for s in corpus.split("test")]
+    assert len(machines) == len(records)
+    lower, counted = 0.0, 0.0
+    for band, upper in SIZE_BANDS:
+        expected = sum(lower < n <= upper for n in machines)
+        lower = upper
+        if not expected:  # an empty band has no keys at all
+            assert not any(key.endswith(f"_{band}") for key in metrics)
+            continue
+        counted += metrics[f"samples_{band}"]
+        assert metrics[f"samples_{band}"] == expected
+        for key in BAND_METRICS:
+            value = metrics[f"{key}_{band}"]
+            assert math.isnan(value) or value >= 0, key
+    assert counted == metrics["samples"]
+    assert sum(key.startswith("samples_") for key in metrics) >= 2  # the split spans bands
