@@ -8,26 +8,26 @@ import pytest
 
 from hulk.corpus import Corpus, build_corpus
 from hulk.gnn_eval import BAND_METRICS, SIZE_BANDS, evaluate_gnn
-from hulk.settings import CorpusSettings, Settings, TeacherSettings
 from hulk.train import train_model
+from tests.model.test_corpus import SETTINGS as TINY_SETTINGS
 
 SEED = 5
-TINY = CorpusSettings(
-    fleets=8,  # seed 5: test fleets of 45, 47, 58 and 81 machines, two size bands
-    mixes_per_fleet=1,
-    min_machines=20,
-    max_machines=160,
-    max_cities=6,
-    paper_share=0.3,
-    drained_fraction={"low": 0.05, "high": 0.2},
-    max_jobs=3,
-    val_fraction=0.2,
-    test_fraction=0.5,
-    max_evaluations=25,
-    time_budget_s=300.0,
-)
-SETTINGS = Settings().model_copy(
-    update={"corpus": TINY, "teacher": TeacherSettings(random_starts=1, site_starts=4)}
+# The corpus tests' tiny corpus, with fleets spread over two size bands (seed 5: test fleets
+# of 45, 47, 58 and 81 machines).
+SETTINGS = TINY_SETTINGS.model_copy(
+    update={
+        "corpus": TINY_SETTINGS.corpus.model_copy(
+            update={
+                "fleets": 8,
+                "mixes_per_fleet": 1,
+                "min_machines": 20,
+                "max_machines": 160,
+                "max_jobs": 3,
+                "val_fraction": 0.2,
+                "test_fraction": 0.5,
+            }
+        )
+    }
 )
 
 
