@@ -1,13 +1,18 @@
 """The ``nightly`` flow: the steps of hulk.steps.STEPS (nightly ones), in that order.
 
-validate → ingest → graph → teacher labels → train (register in MLflow, promote) → assign (the
-``assign`` flow: publish + artifacts) → evaluate. Each task runs one step through
-`hulk.steps.run`, the function the DVC stages run too. Two steps fan out on a Dask task runner
-(local cluster, or params ``flows.dask_address``): the teacher labels over the corpus's fleets
-(`hulk.corpus.label_fleet`, one task per fleet; their outcomes go to the same corpus step), and
-the validation over the log's day partitions (the ``validate`` subflow runs the validate step
-with one task per partition calling `hulk.validation.logs.validate_log_day`; the step merges
-their outcomes in day order and writes what it always writes).
+validate → ingest → graph → corpus (teacher labels of generated fleets) → prior → labels (the
+fleet's own samples) → train (fine-tune, register in MLflow, gate) → assign (the ``assign``
+flow: publish + artifacts) → evaluate. Each task runs one step through `hulk.steps.run`, the
+function the DVC stages run too. Three steps fan out on a Dask task runner (local cluster, or
+params ``flows.dask_address``): the corpus's teacher labels over its fleets
+(`hulk.corpus.label_fleet`, one task per fleet; their outcomes go to the same corpus step), the
+validation over the log's day partitions (the ``validate`` subflow runs the validate step with
+one task per partition calling `hulk.validation.logs.validate_log_day`; the step merges their
+outcomes in day order and writes what it always writes), and the teacher labels of the fleet's
+own samples that are not cached yet (the ``fleet-labels`` subflow, one task per sample).
+
+A data folder imported as a link table (``hulk import-hulk``: no raw logs) skips validate and
+ingest with one line in the log (the import validated it) and goes on from the graph.
 
 A validation error (any `hulk.errors.HulkError`) is never retried and fails the run before
 anything is published: latest.json and the champion stay as they were, and the flow run's
@@ -83,19 +88,51 @@ def validate(params: str = "params.yaml", data_dir: str | None = None) -> dict[s
     return brief(steps.run("validate", settings, map_days=map_days).summary)
 
 
+@task(name="label-sample", cache_policy=NO_CACHE)
+def label_sample(task: Any) -> dict[str, Any]:
+    """The teacher label of one of the fleet's samples (a pure function: any worker may run it)."""
+    from hulk.stages.fleet_labels import label_task
+
+    return label_task(task)
+
+
+@flow(name="fleet-labels")
+def fleet_labels(params: str = "params.yaml", data_dir: str | None = None) -> dict[str, Any]:
+    """The labels step, the samples not cached yet labelled one task each on this flow's task
+    runner (Dask)."""
+    settings = flow_settings(params, data_dir)
+
+    def map_labels(work: Callable[[Any], Any], tasks: Iterable[Any]) -> Iterator[Any]:
+        futures = [label_sample.submit(task) for task in tasks]
+        return (future.result() for future in futures)
+
+    return brief(steps.run("labels", settings, map_labels=map_labels).summary)
+
+
 @flow(name="nightly", log_prints=True)
 def nightly(params: str = "params.yaml", data_dir: str | None = None) -> dict[str, Any]:
     """Validate, ingest, graph, label, train/register/promote, assign/publish, evaluate."""
     settings = flow_settings(params, data_dir)
     logger = get_run_logger()
+    imported = pipeline.data_source(settings.data_dir) == "link table"
     done: dict[str, Any] = {}
     for step in steps.nightly_steps():
         started = time.perf_counter()
         options = retry_options(settings.flows, step.retried)
+        if imported and step.name in ("validate", "ingest"):
+            logger.info(
+                "%s skipped: %s holds a link table and no raw logs (imported, validated then)",
+                step.name,
+                settings.data_dir,
+            )
+            continue
         if step.name == "assign":
             done[step.name] = assign_flow(params, data_dir)
         elif step.name == "validate":
             fan_out = validate.with_options(task_runner=dask_runner(settings.flows))
+            done[step.name] = fan_out(params, data_dir)
+        elif step.name == "labels":
+            fan_out = fleet_labels.with_options(task_runner=dask_runner(settings.flows))
             done[step.name] = fan_out(params, data_dir)
         elif step.name == "corpus" and not pipeline.corpus_is_current(settings):
             labels = teacher_labels.with_options(task_runner=dask_runner(settings.flows))

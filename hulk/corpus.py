@@ -104,6 +104,7 @@ __all__ = [
     "FleetSpec",
     "build_corpus",
     "corpus_fleet",
+    "corpus_inputs",
     "corpus_mix",
     "corpus_teacher",
     "encode_inputs",
@@ -113,6 +114,7 @@ __all__ = [
     "manifest_path",
     "mix_jobs",
     "order_jobs",
+    "perturbed_job",
     "sample_seed",
     "save_corpus",
     "split_of",
@@ -408,8 +410,8 @@ def corpus_fleet(
     return inventory, links, spec
 
 
-def _variant(base: Job, name: str, rng: np.random.Generator, cs: CorpusSettings) -> Job:
-    """A perturbed copy of a preset job (module docstring, "Job mixes")."""
+def perturbed_job(base: Job, name: str, rng: np.random.Generator, cs: CorpusSettings) -> Job:
+    """A perturbed copy of a job named `name` (module docstring, "Job mixes")."""
     scale = _log_uniform(rng, cs.params_scale.low, cs.params_scale.high)
     shape = scale ** (1.0 / 3.0)
     batch = _log_uniform(rng, cs.batch_scale.low, cs.batch_scale.high)
@@ -446,7 +448,7 @@ def corpus_mix(seed: int, fleet: int, mix: int, settings: Settings, cost_fleet: 
             perturb = rng.random() < cs.perturb_share or copies > 1
             priority = 1 if rng.random() < cs.priority_share else 0
             name = f"{base.name}_v{copies}" if perturb else base.name
-            job = _variant(base, name, rng, cs) if perturb else base
+            job = perturbed_job(base, name, rng, cs) if perturb else base
             job = Job(**{**job_to_dict(job), "name": name, "priority": priority})
             if not never_fits([job], cost_fleet):
                 used[base.name] = copies
@@ -602,6 +604,7 @@ def assemble_corpus(
         "format": FORMAT,
         "seed": seed,
         "settings": settings.corpus.model_dump(mode="json"),
+        "inputs": corpus_inputs(settings),
         "teacher": corpus_teacher(settings).model_dump(mode="json"),
         "node_features": list(NODE_FEATURES),
         "edge_features": list(EDGE_FEATURES),
@@ -624,6 +627,20 @@ def assemble_corpus(
         },
     }
     return corpus
+
+
+def corpus_inputs(settings: Settings) -> dict[str, Any]:
+    """The settings a corpus's samples depend on (JSON): the corpus section without its file
+    path and worker count, and the teacher, planner, hardware, bandwidth tiers and generator
+    settings its fleets and labels come from."""
+    return {
+        "corpus": settings.corpus.model_dump(mode="json", exclude={"path", "workers"}),
+        "teacher": corpus_teacher(settings).model_dump(mode="json"),
+        "planner": settings.planner.model_dump(mode="json"),
+        "hardware": settings.hardware.model_dump(mode="json"),
+        "graph": settings.graph.model_dump(mode="json"),
+        "generate": settings.generate.model_dump(mode="json"),
+    }
 
 
 # --- files ------------------------------------------------------------------------------------

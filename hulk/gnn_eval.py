@@ -28,14 +28,17 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from hulk.corpus import Corpus, corpus_fleet, encode_inputs, mix_jobs
 from hulk.cost import Fleet
 from hulk.gnn import gnn_placements
+from hulk.jobs import Job
 from hulk.model import HulkGNN, predict_proba
 from hulk.planner import site_labels
 from hulk.settings import Settings
@@ -49,43 +52,109 @@ SIZE_BANDS: tuple[tuple[str, float], ...] = (
 )
 # The figures repeated per band.
 BAND_METRICS = ("plan_cost_ratio_makespan", "fallback_rate", "speedup", "inference_speedup")
+# The figures repeated per part of an evaluation set (`evaluate_parts`).
+PART_METRICS = ("samples", "node_accuracy", "plan_cost_ratio_makespan", "fallback_rate")
+
+
+@dataclass(frozen=True)
+class EvalCase:
+    """One labelled (fleet, job mix) to place with the model and compare with the teacher."""
+
+    inventory: pd.DataFrame
+    links: pd.DataFrame
+    jobs: list[Job]  # in class (size) order
+    y: np.ndarray  # the teacher's class of each machine (node_id order)
+    active: np.ndarray  # bool per machine
+    makespan_s: float  # the teacher's
+    sum_s: float
+    teacher_seconds: float
+    fleet: Hashable  # cases with the same fleet share its cost model
+
+
+def corpus_cases(corpus: Corpus, settings: Settings, split: str = "test") -> list[EvalCase]:
+    """The cases of one split of the corpus: fleets rebuilt from the manifest."""
+    samples = corpus.split(split)
+    records = [r for r in corpus.manifest["samples"] if r["split"] == split]
+    if len(records) != len(samples):
+        raise ValueError(f"{len(samples)} {split} samples but {len(records)} manifest records")
+    seed = int(corpus.manifest["seed"])
+    frames: dict[int, tuple[pd.DataFrame, pd.DataFrame]] = {}
+    cases = []
+    for sample, record in zip(samples, records, strict=True):
+        fleet_id = int(record["fleet"])
+        if fleet_id not in frames:
+            inventory, links, _ = corpus_fleet(seed, fleet_id, settings)
+            frames[fleet_id] = inventory, links
+        cases.append(
+            EvalCase(
+                *frames[fleet_id],
+                jobs=mix_jobs(record),  # already in class (size) order
+                y=sample["y"].numpy(),
+                active=sample["active"].numpy().astype(bool),
+                makespan_s=float(record["makespan_s"]),
+                sum_s=float(record["sum_s"]),
+                teacher_seconds=float(record["teacher_seconds"]),
+                fleet=("corpus", seed, fleet_id),
+            )
+        )
+    return cases
 
 
 def evaluate_gnn(
     model: HulkGNN, corpus: Corpus, settings: Settings, split: str = "test"
 ) -> dict[str, float]:
     """The metrics of the module docstring over one split of the corpus."""
-    samples = corpus.split(split)
-    records = [r for r in corpus.manifest["samples"] if r["split"] == split]
-    if len(records) != len(samples):
-        raise ValueError(f"{len(samples)} {split} samples but {len(records)} manifest records")
-    seed = int(corpus.manifest["seed"])
-    fleets: dict[int, Fleet] = {}
-    frames: dict[int, tuple[Any, Any]] = {}
-    correct = counted = 0
-    rows: list[dict[str, float]] = []  # per sample: machines, times, ratios, fallback
-    sites: dict[int, np.ndarray] = {}
-    for sample, record in zip(samples, records, strict=True):
-        fleet_id = int(record["fleet"])
-        if fleet_id not in fleets:
-            inventory, links, _ = corpus_fleet(seed, fleet_id, settings)
-            frames[fleet_id] = inventory, links
-            fleets[fleet_id] = Fleet.from_frames(
-                inventory, links, settings.hardware, settings.graph.bandwidth_tiers
+    return evaluate_cases(model, corpus_cases(corpus, settings, split), settings)
+
+
+def evaluate_cases(
+    model: HulkGNN, cases: Sequence[EvalCase], settings: Settings
+) -> dict[str, float]:
+    """The metrics of the module docstring over some labelled cases."""
+    return _metrics(_case_rows(model, cases, settings))
+
+
+def evaluate_parts(
+    model: HulkGNN, parts: Mapping[str, Sequence[EvalCase]], settings: Settings
+) -> dict[str, float]:
+    """The metrics over every part's cases together, and each part's ``samples``,
+    ``node_accuracy``, ``plan_cost_ratio_makespan`` and ``fallback_rate`` as ``<part>/<key>``."""
+    rows = {name: _case_rows(model, cases, settings) for name, cases in parts.items()}
+    metrics = _metrics([row for part in rows.values() for row in part])
+    for name, part in rows.items():
+        if part:
+            own = _metrics(part)
+            for key in PART_METRICS:
+                metrics[f"{name}/{key}"] = own[key]
+    return metrics
+
+
+def _case_rows(
+    model: HulkGNN, cases: Sequence[EvalCase], settings: Settings
+) -> list[dict[str, float]]:
+    """Per case: machines, times, ratios, fallback, and its correct / counted machines."""
+    fleets: dict[Hashable, Fleet] = {}
+    sites: dict[Hashable, np.ndarray] = {}
+    rows: list[dict[str, float]] = []
+    for case in cases:
+        if case.fleet not in fleets:
+            fleets[case.fleet] = Fleet.from_frames(
+                case.inventory, case.links, settings.hardware, settings.graph.bandwidth_tiers
             )
-            sites[fleet_id] = site_labels(fleets[fleet_id], settings.planner.site_latency_ms)
-        fleet = fleets[fleet_id]
-        jobs = mix_jobs(record)  # already in class (size) order
+            sites[case.fleet] = site_labels(fleets[case.fleet], settings.planner.site_latency_ms)
+        fleet = fleets[case.fleet]
+        jobs = case.jobs
         started = time.perf_counter()
-        inputs, _ = encode_inputs(*frames[fleet_id], jobs, settings)  # the sample's tensors
+        inputs, _ = encode_inputs(case.inventory, case.links, jobs, settings)  # sample tensors
         proba = predict_proba(model, inputs).numpy()
         model_s = time.perf_counter() - started
         outcome = gnn_placements(
-            jobs, fleet, proba, list(range(len(jobs))), settings, sites=sites[fleet_id]
+            jobs, fleet, proba, list(range(len(jobs))), settings, sites=sites[case.fleet]
         )
         # The decision, as the teacher's seconds are its search: the A/B/C baselines every
         # placements file reports are computed for either strategy and counted by neither.
-        teacher_s = float(record["teacher_seconds"])
+        teacher_s = case.teacher_seconds
+        predicted = proba.argmax(axis=1)
         row = {
             "machines": float(fleet.n),
             "gnn_s": model_s + outcome.decision.seconds,
@@ -94,25 +163,26 @@ def evaluate_gnn(
             "fallback": float(outcome.placements is None),
             "makespan_ratio": math.nan,
             "sum_ratio": math.nan,
+            "correct": float((predicted == case.y)[case.active].sum()),
+            "counted": float(case.active.sum()),
         }
         if outcome.placements is None:  # the fallback runs the teacher: the user waits for it
             row["gnn_s"] += teacher_s
         else:
             times = _placed_times(outcome.placements)
-            if record["makespan_s"] > 0 and times:
-                row["makespan_ratio"] = max(times) / float(record["makespan_s"])
-            if record["sum_s"] > 0 and times:
-                row["sum_ratio"] = sum(times) / float(record["sum_s"])
+            if case.makespan_s > 0 and times:
+                row["makespan_ratio"] = max(times) / case.makespan_s
+            if case.sum_s > 0 and times:
+                row["sum_ratio"] = sum(times) / case.sum_s
         rows.append(row)
+    return rows
 
-        active = sample["active"].numpy().astype(bool)
-        predicted = proba.argmax(axis=1)
-        correct += int((predicted == sample["y"].numpy())[active].sum())
-        counted += int(active.sum())
 
+def _metrics(rows: Sequence[dict[str, float]]) -> dict[str, float]:
+    counted = sum(row["counted"] for row in rows)
     metrics = {
-        "samples": float(len(samples)),
-        "node_accuracy": correct / counted if counted else math.nan,
+        "samples": float(len(rows)),
+        "node_accuracy": sum(row["correct"] for row in rows) / counted if counted else math.nan,
         **_summary(rows),
     }
     lower = 0.0

@@ -474,7 +474,7 @@ _DEDUPE_SQL = """
 
 _COUNT_SQL = """
 WITH probes AS NOT MATERIALIZED (
-    SELECT ts::TIMESTAMPTZ AS ts, src, dst, msg_bytes
+    SELECT ts::TIMESTAMPTZ AS ts, src, dst, msg_bytes, elapsed_ms, status
     FROM {scan}
     WHERE ts BETWEEN {lo} AND {hi}
 )

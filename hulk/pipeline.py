@@ -54,6 +54,26 @@ class StepResult:
         return [f for f in self.findings if f.severity == "warning"]
 
 
+def data_source(data_dir: Path) -> str:
+    """What a data folder's fleet comes from: ``"logs"`` (raw latency logs to validate and
+    ingest) or ``"link table"`` (imported with ``hulk import-hulk``, validated then).
+
+    Raises `InputError` naming both files when the folder has neither.
+    """
+    logs = data_dir / schemas.LOGS_DIR
+    if logs.is_dir() and any(p.is_file() for p in logs.rglob("*")):
+        return "logs"
+    links = data_dir / schemas.LINKS_FILE
+    if links.is_file():
+        return "link table"
+    raise InputError(
+        data_dir,
+        "data.empty",
+        f"neither raw logs ({logs}/day=…/) nor a link table ({links}): generate or collect logs, "
+        "or import a fleet with `hulk import-hulk`",
+    )
+
+
 def logs_fingerprint(logs_dir: Path, inventory_file: Path) -> str:
     """sha256 over the log files' contents and the inventory: what a validation result is for."""
     digest = hashlib.sha256()
@@ -296,9 +316,8 @@ def graph(data_dir: Path, settings: Settings) -> StepResult:
 # --- assign, evaluate, replan -------------------------------------------------------------------
 
 
-def load_fleet(data_dir: Path, settings: Settings) -> tuple[Fleet, pd.DataFrame, pd.DataFrame]:
-    """The cost model's fleet from DIR/machines.csv + DIR/links.parquet (and both frames)."""
-    from hulk.cost import Fleet
+def load_frames(data_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(inventory, link table) of DIR/machines.csv + DIR/links.parquet."""
     from hulk.validation import read_inventory
 
     links_file = data_dir / schemas.LINKS_FILE
@@ -308,8 +327,14 @@ def load_fleet(data_dir: Path, settings: Settings) -> tuple[Fleet, pd.DataFrame,
             "links.exists",
             "no link table: run `hulk ingest` (or `hulk import-hulk`) first",
         )
-    inventory = read_inventory(data_dir / schemas.INVENTORY_FILE)
-    links = pd.read_parquet(links_file)
+    return read_inventory(data_dir / schemas.INVENTORY_FILE), pd.read_parquet(links_file)
+
+
+def load_fleet(data_dir: Path, settings: Settings) -> tuple[Fleet, pd.DataFrame, pd.DataFrame]:
+    """The cost model's fleet from DIR/machines.csv + DIR/links.parquet (and both frames)."""
+    from hulk.cost import Fleet
+
+    inventory, links = load_frames(data_dir)
     fleet = Fleet.from_frames(inventory, links, settings.hardware, settings.graph.bandwidth_tiers)
     return fleet, inventory, links
 
@@ -615,135 +640,35 @@ def train(
     rebuild_corpus: bool = False,
     progress: Progress = None,
 ) -> StepResult:
-    """Train the GNN on the teacher-labelled corpus, evaluate it on held-out fleets, log and
-    register it in MLflow, and promote it to champion if it is not worse than the current one.
-
-    The corpus (`settings.corpus.path`) is built once and reused while its manifest matches the
-    corpus settings and seed; the current fleet's teacher plan (when `data_dir` has a fleet and
-    the upcoming jobs file exists) joins the training samples.
-    """
-    from hulk import corpus as corpora
-    from hulk.gnn_eval import evaluate_gnn
-    from hulk.jobs import load_jobs
-    from hulk.registry import log_training_run, promote_if_better
-    from hulk.train import deterministic_torch, train_model
+    """The learning half of a night, by hand: the corpus and the prior (each reused while
+    current), the fleet's own samples and their labels (cached by content), then the fine-tune,
+    the evaluation on one set with the champion, registration and the gate
+    (`hulk.stages.train`)."""
+    from hulk.stages import fleet_labels, prior
+    from hulk.stages.train import finetune
 
     seed = settings.seed if seed is None else seed
-    corpus = _corpus(settings, seed, workers, rebuild_corpus, progress)
-    train_samples = list(corpus.train)
-    current = None
-    if (data_dir / schemas.LINKS_FILE).exists() and settings.assign.jobs_file.exists():
-        from hulk.validation import read_inventory
-
-        inventory = read_inventory(data_dir / schemas.INVENTORY_FILE)
-        links = pd.read_parquet(data_dir / schemas.LINKS_FILE)
-        jobs = load_jobs(settings.assign.jobs_file)
-        current = corpora.make_sample(inventory, links, jobs, settings, seed)
-        train_samples.append(current)
-
-    history: list[dict] = []
-
-    def on_epoch(epoch: int, metrics: dict[str, float]) -> None:
-        history.append({"epoch": epoch, **metrics})
-
-    result = train_model(
-        train_samples, corpus.val, settings.model, settings.train, seed, on_epoch=on_epoch
-    )
-    # Evaluated (and timed against the teacher) with the training's thread count: the
-    # teacher labels ran single-threaded, and two threads stall on a busy machine.
-    with deterministic_torch(seed, settings.train.threads):
-        metrics = evaluate_gnn(result.model, corpus, settings, split="test")
-    metrics.update(
-        train_seconds=result.seconds,
-        best_epoch=float(result.best_epoch),
-        best_val_accuracy=result.best.val_accuracy,
-    )
-    plots_dir = data_dir / "training"
-    plots_dir.mkdir(parents=True, exist_ok=True)
-    curve = _learning_curve(history, plots_dir / "learning_curves.png")
-    curve_data = plots_dir / LEARNING_CURVE_CSV
-    io.write_csv(curve_data, pd.DataFrame(history))
-    artifacts = {"plots/learning_curves.png": curve}
-    if current is not None:
-        with deterministic_torch(seed, settings.train.threads):
-            plots = _current_fleet_plots(result.model, data_dir, jobs, settings, plots_dir)
-        artifacts.update(plots)
-    registered = log_training_run(
-        settings,
-        params={
-            "model": result.config.to_dict(),
-            "train": settings.train.model_dump(mode="json"),
-            "corpus": settings.corpus.model_dump(mode="json"),
-            "seed": seed,
-            "train_samples": len(train_samples),
-            "current_fleet_sample": current is not None,
-        },
-        history=history,
-        metrics=metrics,
-        state_dict=result.model.state_dict(),
-        config=result.config.to_dict(),
-        artifacts=artifacts,
-        run_name=f"train-seed{seed}",
-    )
-    decision = promote_if_better(settings, registered)
-    return StepResult(
-        outputs={
-            "corpus": settings.corpus.path,
-            "learning_curves": curve,
-            "learning_curve_data": curve_data,
-            **{Path(name).stem: path for name, path in artifacts.items()},
-        },
-        summary={
-            "version": registered.version,
-            "run_id": registered.run_id,
-            "promoted": decision.promoted,
-            "decision": decision.reason,
-            **{k: round(v, 4) for k, v in metrics.items()},
-        },
-    )
-
-
-def _current_fleet_plots(
-    model, data_dir: Path, jobs: list, settings: Settings, plots_dir: Path
-) -> dict[str, Path]:
-    """The trained model's placements of the upcoming jobs on the current fleet, as pictures:
-    the fleet map coloured by job and the compute / communication bars against A, B, C.
-
-    After a fallback the pictures show the teacher's placements, and their titles say so.
-    """
-    from hulk.assign import assign as assign_jobs
-    from hulk.corpus import encode_inputs
-    from hulk.gnn import gnn_placements
-    from hulk.model import predict_proba
-    from hulk.plots import cost_bars, fleet_map
-
-    fleet, inventory, links = load_fleet(data_dir, settings)
-    inputs, order = encode_inputs(inventory, links, jobs, settings)
-    outcome = gnn_placements(jobs, fleet, predict_proba(model, inputs).numpy(), order, settings)
-    placements, strategy, who = outcome.placements, "gnn", "the new model"
-    if placements is None:
-        placements = assign_jobs(jobs, fleet, "teacher", settings, settings.seed)
-        strategy, who = "teacher", "the teacher (the new model's plan fell back)"
-    return {
-        "plots/fleet_map.png": fleet_map(
-            inventory,
-            placements,
-            fleet,
-            plots_dir / "fleet_map.png",
-            title=f"Current fleet, upcoming jobs placed by {who}",
-        ),
-        "plots/cost_bars.png": cost_bars(
-            placements,
-            fleet,
-            strategy,
-            plots_dir / "cost_bars.png",
-            title=f"Upcoming jobs placed by {who}: seconds per iteration",
-        ),
+    built = corpus(settings, seed, workers, rebuild_corpus, progress)
+    prior_result = prior.run(settings, seed, rebuild=rebuild_corpus)
+    labels = fleet_labels.run(data_dir, settings)
+    result = finetune(data_dir, settings, seed)
+    result.findings = labels.findings + result.findings
+    result.summary = {
+        "corpus_reused": built.summary["reused"],
+        "prior_reused": prior_result.summary["reused"],
+        "labels_cached": labels.summary["cached"],
+        "labels_labelled": labels.summary["labelled"],
+        **result.summary,
     }
+    return result
 
 
 def corpus_is_current(settings: Settings, seed: int | None = None) -> bool:
-    """Whether the saved corpus was built from these corpus settings and seed (then reused)."""
+    """Whether the saved corpus was built from these settings and seed (then reused).
+
+    What its samples depend on is compared (`hulk.corpus.corpus_inputs`): not where the file
+    is, nor how many processes labelled it.
+    """
     from hulk import corpus as corpora
 
     seed = settings.seed if seed is None else seed
@@ -751,8 +676,9 @@ def corpus_is_current(settings: Settings, seed: int | None = None) -> bool:
     if not (path.exists() and corpora.manifest_path(path).exists()):
         return False
     manifest = json.loads(corpora.manifest_path(path).read_text())
-    wanted = settings.corpus.model_dump(mode="json")
-    return manifest.get("seed") == seed and manifest.get("settings") == wanted
+    return manifest.get("seed") == seed and manifest.get("inputs") == corpora.corpus_inputs(
+        settings
+    )
 
 
 def corpus(
@@ -802,24 +728,3 @@ def _corpus(settings: Settings, seed: int, workers: int, rebuild: bool, progress
 
     corpus(settings, seed, workers, rebuild, progress)
     return corpora.load_corpus(settings.corpus.path)
-
-
-def _learning_curve(history: list[dict], path: Path) -> Path:
-    """Loss and accuracy per epoch (train and validation) as a PNG."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(9, 3.5))
-    FigureCanvasAgg(figure)
-    loss, accuracy = figure.subplots(1, 2)
-    epochs = [row["epoch"] for row in history]
-    for name in ("train", "val"):
-        loss.plot(epochs, [row[f"{name}_loss"] for row in history], label=name)
-        accuracy.plot(epochs, [row[f"{name}_accuracy"] for row in history], label=name)
-    loss.set(xlabel="epoch", ylabel="weighted cross-entropy", title="loss")
-    accuracy.set(xlabel="epoch", ylabel="node accuracy", title="accuracy", ylim=(0, 1))
-    loss.legend()
-    figure.tight_layout()
-    with io.atomic_path(path) as tmp:
-        figure.savefig(tmp, format="png", dpi=110)
-    return path

@@ -10,6 +10,10 @@
   (Pareto weights: a few large hubs, many small sites), and each city leans towards some GPU
   generations (capabilities 6.1 … 9.0). A machine has mostly 8 GPUs (sometimes 4 or 16) of one
   model, and `memory_gb = gpu_count × per-GPU memory` (16/24/32/40/48/80 GB by model).
+- `cloud-16gb` (48 single-GPU 16 GB machines, 6 in each of 8 cloud regions) and
+  `two-region-24gb` (40 machines of 4 × 24 GB, 20 in Frankfurt and 20 in Ashburn) are uniform
+  fleets of one kind of machine: families the training corpus does not contain, for trying
+  how well the nightly fine-tune learns a fleet the prior never saw.
 
 Locations are resolved offline through `hulk.geo.resolve_location`; machines of one city share
 its coordinates. `node_id`s run from 0 in city order. A `drained_fraction` share of the machines
@@ -27,7 +31,14 @@ from hulk.geo import Location, resolve_location
 from hulk.settings import GenerateSettings
 
 PAPER = "paper-47"
-PRESETS: tuple[str, ...] = (PAPER, "synthetic-200", "synthetic-1000", "synthetic-10000")
+PRESETS: tuple[str, ...] = (
+    PAPER,
+    "synthetic-200",
+    "synthetic-1000",
+    "synthetic-10000",
+    "cloud-16gb",
+    "two-region-24gb",
+)
 
 # paper-47: (location, machines), in the order of the published node_feature.csv.
 PAPER_CITIES: tuple[tuple[str, int], ...] = (
@@ -98,6 +109,20 @@ SYNTHETIC_SIZES: dict[str, tuple[int, int]] = {
     "synthetic-200": (200, 40),
     "synthetic-1000": (1000, 80),
     "synthetic-10000": (10000, 120),
+}
+
+# Uniform fleets, one kind of machine (families the training corpus does not contain):
+# (regions as (city, ISO country code), machines per region, capability, GPUs, GB per GPU).
+CLOUD_REGIONS: tuple[tuple[str, str], ...] = (
+    ("Ashburn", "US"), ("Frankfurt", "DE"), ("Tokyo", "JP"), ("Singapore", "SG"),
+    ("London", "GB"), ("Sydney", "AU"), ("Sao Paulo", "BR"), ("Seattle", "US"),
+    ("Mumbai", "IN"), ("Paris", "FR"),
+)  # fmt: skip
+UNIFORM_PRESETS: dict[str, tuple[tuple[tuple[str, str], ...], int, float, int, int]] = {
+    # Single-GPU 16 GB machines (V100 16 GB) in 8 cloud regions, 6 per region.
+    "cloud-16gb": (CLOUD_REGIONS[:8], 6, 7.0, 1, 16),
+    # 4 × 24 GB machines (A10) in two regions an ocean apart, 20 per region.
+    "two-region-24gb": ((("Frankfurt", "DE"), ("Ashburn", "US")), 20, 8.6, 4, 24),
 }
 
 # Synthetic hardware: fleet-wide share of each compute capability, and the GPU models behind it
@@ -205,6 +230,28 @@ def _synthetic_fleet(
     )
 
 
+def uniform_fleet(
+    regions: tuple[tuple[str, str], ...],
+    per_region: int,
+    capability: float,
+    gpus: int,
+    gb_per_gpu: int,
+    drained_fraction: float,
+    rng: np.random.Generator,
+) -> pd.DataFrame:
+    """`per_region` identical machines in each region (node ids in region order)."""
+    locations = [_resolve(name, code) for name, code in regions for _ in range(per_region)]
+    n = len(locations)
+    return _frame(
+        locations,
+        np.full(n, capability),
+        np.full(n, gpus, dtype=np.int64),
+        np.full(n, float(gpus * gb_per_gpu)),
+        drained_fraction,
+        rng,
+    )
+
+
 def build_fleet(preset: str, seed: int, settings: GenerateSettings) -> pd.DataFrame:
     """The inventory of a preset fleet (schemas.INVENTORY), the same for the same inputs."""
     if preset not in PRESETS:
@@ -213,5 +260,7 @@ def build_fleet(preset: str, seed: int, settings: GenerateSettings) -> pd.DataFr
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0x464C454554, PRESETS.index(preset)]))
     if preset == PAPER:
         return _paper_fleet(rng, settings)
+    if preset in UNIFORM_PRESETS:
+        return uniform_fleet(*UNIFORM_PRESETS[preset], settings.drained_fraction, rng)
     machines, cities = SYNTHETIC_SIZES[preset]
     return _synthetic_fleet(machines, cities, rng, settings)

@@ -14,7 +14,8 @@ Two aliases name versions:
 
 - ``challenger`` — the version the latest ``log_training_run`` registered;
 - ``champion`` — the version ``hulk assign`` uses; ``promote_if_better`` moves it, and only to
-  a version whose test plan-cost ratio is not worse than the current champion's.
+  a version whose plan-cost ratio is not worse than the current champion's on the same
+  evaluation set (``record_evaluation`` tags each version with its figures per set).
 
 Where it lives (params.yaml, section ``mlflow``): by default a sqlite file and an artifact
 folder inside the data folder, ``data/mlruns.db`` and ``data/mlartifacts`` — a relative sqlite
@@ -74,6 +75,7 @@ CONFIG_FILE = "config.json"
 # Tags written on model versions (and on their runs). One prefix, so they sort together in the UI.
 TAG_STATE_DICT_SHA256 = "hulk.state_dict_sha256"
 TAG_PROMOTION = "hulk.promotion"  # .decision .metric .direction .candidate_value ... (see below)
+TAG_EVAL = "hulk.eval"  # .<eval set hash, 16 chars>: JSON of a version's figures on that set
 
 _SQLITE_PREFIX = "sqlite:///"
 
@@ -464,57 +466,115 @@ def _alias_version(client: MlflowClient, name: str, alias: str) -> ModelVersion 
     return client.get_model_version(name, str(aliases[alias]))
 
 
-def _run_metric(client: MlflowClient, run_id: str | None, metric: str) -> float | None:
-    """The run's latest value of `metric`, or None when there is none or it is not finite."""
-    if not run_id:
-        return None
-    value = client.get_run(run_id).data.metrics.get(metric)
-    return value if value is not None and math.isfinite(value) else None
-
-
 def _text(value: float | int | None) -> str:
     return "none" if value is None else repr(value)
+
+
+def eval_tag(eval_set: str) -> str:
+    """The version tag holding a version's figures on one evaluation set."""
+    return f"{TAG_EVAL}.{eval_set[:16]}"
+
+
+def record_evaluation(
+    settings: Settings, version: int, eval_set: str, metrics: Mapping[str, float]
+) -> None:
+    """Tag `version` with its figures on the evaluation set whose content hash is `eval_set`.
+
+    The gate (`promote_if_better`) compares two versions only through figures recorded for the
+    same set. Non-finite values are recorded as null.
+    """
+    record = {
+        "eval_set": eval_set,
+        **{k: (float(v) if math.isfinite(float(v)) else None) for k, v in metrics.items()},
+    }
+    with tracking(settings) as track:
+        track.client.set_model_version_tag(
+            track.registered_model,
+            str(int(version)),
+            eval_tag(eval_set),
+            json.dumps(record, sort_keys=True),
+        )
+
+
+def _eval_value(version: ModelVersion, eval_set: str, metric: str) -> tuple[bool, float | None]:
+    """(whether the version was scored on the set, its finite value of `metric` there)."""
+    raw = version.tags.get(eval_tag(eval_set))
+    if raw is None:
+        return False, None
+    try:
+        record = json.loads(raw)
+    except json.JSONDecodeError:
+        return False, None
+    if not isinstance(record, dict) or record.get("eval_set") != eval_set:
+        return False, None
+    value = record.get(metric)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return True, None
+    return True, float(value)
+
+
+def _scored_sets(version: ModelVersion) -> list[str]:
+    return sorted(key[len(TAG_EVAL) + 1 :] for key in version.tags if key.startswith(TAG_EVAL))
 
 
 def promote_if_better(
     settings: Settings,
     version: int | RegisteredVersion,
+    eval_set: str,
     metric: str = "plan_cost_ratio_makespan",
     lower_is_better: bool = True,
 ) -> Decision:
-    """Make `version` the champion if its `metric` is not worse than the current champion's.
+    """Make `version` the champion if its `metric` is not worse than the current champion's,
+    both measured on the same evaluation set.
 
-    The metric is the final value logged by its training run. With no champion yet, the
-    version is promoted; a tie promotes too (the newer model wins). It is refused when its own
-    value is missing or not finite, and when the current champion's is (nothing to compare
-    with: decide by hand, e.g. ``MlflowClient().set_registered_model_alias``).
+    The figures compared are the ones `record_evaluation` recorded on each version for the set
+    whose content hash is `eval_set`: figures from different sets are never compared. With no
+    champion yet, the version is promoted; a tie promotes too (the newer model wins). It is
+    refused when its own value on the set is missing or not finite, and when the champion was
+    not scored on the set (re-evaluate it there) or its value is not finite.
 
     The decision is written as ``hulk.promotion.*`` tags on the model version and on its run:
-    decision (promoted / refused), metric, direction, candidate_value, champion_value,
-    previous_champion, reason, decided_at. A replaced champion gets ``hulk.promotion.replaced_by``.
-    Two promotions racing on the same registry are not guarded against.
+    decision (promoted / refused), metric, direction, eval_set, candidate_value,
+    champion_value, previous_champion, reason, decided_at. A replaced champion gets
+    ``hulk.promotion.replaced_by``. Two promotions racing on the same registry are not guarded
+    against.
     """
     from mlflow.entities import RunTag
 
     number = int(version.version if isinstance(version, RegisteredVersion) else version)
+    short = eval_set[:12]
     with tracking(settings) as track:
         client, name = track.client, track.registered_model
         candidate = client.get_model_version(name, str(number))
-        candidate_value = _run_metric(client, candidate.run_id, metric)
+        _, candidate_value = _eval_value(candidate, eval_set, metric)
         current = _alias_version(client, name, CHAMPION)
         previous = None if current is None else int(current.version)
-        champion_value = None if current is None else _run_metric(client, current.run_id, metric)
+        scored, champion_value = (
+            (False, None) if current is None else _eval_value(current, eval_set, metric)
+        )
         better = "lower" if lower_is_better else "higher"
 
         if candidate_value is None:
-            promoted, reason = False, f"version {number} has no finite {metric}"
+            promoted = False
+            reason = f"version {number} has no finite {metric} on evaluation set {short}"
         elif current is None:
             promoted, reason = True, "no champion yet"
         elif previous == number:
             promoted, reason = True, "already the champion"
+        elif not scored:
+            promoted = False
+            others = ", ".join(_scored_sets(current)) or "none"
+            reason = (
+                f"champion version {previous} was not scored on evaluation set {short} (its "
+                f"figures are from set(s) {others}): figures from different sets are not "
+                "compared; re-evaluate the champion on this set"
+            )
         elif champion_value is None:
             promoted = False
-            reason = f"champion version {previous} has no finite {metric}: decide by hand"
+            reason = (
+                f"champion version {previous} has no finite {metric} on evaluation set "
+                f"{short}: decide by hand"
+            )
         else:
             not_worse = (
                 candidate_value <= champion_value
@@ -525,7 +585,7 @@ def promote_if_better(
             promoted = not_worse
             reason = (
                 f"{metric} {candidate_value:.6g} is {relation} champion version {previous}'s "
-                f"{champion_value:.6g} ({better} is better)"
+                f"{champion_value:.6g} on evaluation set {short} ({better} is better)"
             )
 
         if promoted and previous != number:
@@ -548,6 +608,7 @@ def promote_if_better(
             "decision": "promoted" if promoted else "refused",
             "metric": metric,
             "direction": f"{better} is better",
+            "eval_set": eval_set,
             "candidate_value": _text(candidate_value),
             "champion_value": _text(champion_value),
             "previous_champion": _text(previous),

@@ -332,6 +332,44 @@ class CorpusSettings(Section):
         return self
 
 
+class FleetSamplesSettings(Section):
+    """Samples of the data folder's own fleet for the nightly fine-tune (hulk.fleet_samples).
+
+    Link tables of shorter windows inside the ingest window (calendar blocks of `window_days`
+    days; the newest block is held out for evaluation), or, for a fleet imported without logs,
+    drifted copies of its link table; on each, job mixes on the whole fleet, on sub-fleets
+    (whole cities removed) and with machines drained as after failures. Every sample is
+    labelled by the teacher (the corpus teacher budget) and cached by content.
+    """
+
+    window_days: PositiveInt = 7  # days per link-table block (aligned on whole days since 1970)
+    max_windows: PositiveInt = 12  # newest training blocks used (the held-out block aside)
+    drift_snapshots: PositiveInt = 8  # fleets without logs: drifted copies of the link table
+    drift: Annotated[float, Field(ge=0)] = 0.25  # log-normal sigma of a link's latency drift
+    drift_outage: Fraction = 0.05  # share of links missing from a drifted copy
+    mixes: PositiveInt = 2  # job mixes on the whole fleet per training block
+    subfleets: Annotated[int, Field(ge=0)] = 1  # mixes on a sub-fleet per training block
+    drained: Annotated[int, Field(ge=0)] = 1  # mixes with drained machines per training block
+    removed_cities: Range = Range(low=0.15, high=0.5)  # share of cities a sub-fleet removes
+    drained_fraction: Range = Range(low=0.05, high=0.34)  # machines drained as after failures
+    eval_mixes: PositiveInt = 6  # held-out mixes on the newest block (never trained on)
+    max_jobs: PositiveInt = 6  # jobs per drawn mix: 1 .. max_jobs
+    perturb_share: Fraction = 0.5  # jobs that are perturbed variants (corpus scales)
+    recent_placements: Annotated[int, Field(ge=0)] = 20  # newest placements files' jobs joined
+    val_fraction: Fraction = 0.2  # training samples held out for early stopping
+
+
+class FinetuneSettings(Section):
+    """The nightly fine-tune (hulk.finetune): warm start from the champion (or the prior)."""
+
+    epochs: PositiveInt = 30
+    lr: PositiveFloat = 0.001
+    patience: PositiveInt = 6
+    # Corpus training samples replayed per own-fleet sample, so that the model keeps what the
+    # prior knows of other fleets (the fixed synthetic half of the gate's evaluation set).
+    replay: Annotated[float, Field(ge=0)] = 1.0
+
+
 class MlflowSettings(Section):
     """Training runs and the model registry (hulk.registry).
 
@@ -383,6 +421,8 @@ class Settings(Section):
     corpus: CorpusSettings = CorpusSettings()
     model: ModelSettings = ModelSettings()
     train: TrainSettings = TrainSettings()
+    fleet_samples: FleetSamplesSettings = FleetSamplesSettings()
+    finetune: FinetuneSettings = FinetuneSettings()
     mlflow: MlflowSettings = MlflowSettings()
     flows: FlowsSettings = FlowsSettings()
 

@@ -29,6 +29,9 @@ import yaml
 
 from hulk import io, pipeline, schemas
 from hulk.settings import Settings
+from hulk.stages import fleet_labels as stage_labels
+from hulk.stages import prior as stage_prior
+from hulk.stages import train as stage_train
 
 METRICS_DIR = "metrics"
 ITERATION_TIMES = "iteration_times.csv"  # evaluate's plot data: job, system, iteration_s
@@ -46,6 +49,7 @@ class Step:
     code: tuple[str, ...]  # library files the step runs: a change re-runs the stage
     metrics: bool = True  # writes DATA/metrics/NAME.json
     persist: tuple[str, ...] = ()  # outs DVC must not delete before re-running (published)
+    persist_cache: bool = False  # persisted outs also kept in DVC's cache (a label cache)
     plots: Callable[[Settings], list[str]] = lambda s: []  # plot data (CSV)
     retried: bool = True  # touches files or the registry: a flow retries it with back-off
     nightly: bool = True  # part of the nightly flow (generate only makes the demo's data)
@@ -61,6 +65,10 @@ def metrics_path(settings: Settings, name: str) -> Path:
 
 def _latest(settings: Settings) -> str:
     return (settings.assign.placements_dir / "latest.json").as_posix()
+
+
+def _prior(s: Settings) -> str:
+    return s.corpus.path.with_name("prior.pt").as_posix()
 
 
 def _fleet(s: Settings) -> list[str]:
@@ -122,12 +130,53 @@ STEPS: tuple[Step, ...] = (
         code=("hulk/corpus.py", "hulk/teacher.py", "hulk/planner.py", "hulk/cost.py"),
     ),
     Step(
+        name="prior",
+        doc="the prior: the GNN trained on the synthetic corpus (reused while it is unchanged)",
+        deps=lambda s: [s.corpus.path.as_posix(), s.corpus.path.with_suffix(".json").as_posix()],
+        outs=lambda s: [_prior(s), Path(_prior(s)).with_suffix(".json").as_posix()],
+        params=("seed", "model", "train"),
+        code=("hulk/stages/prior.py", "hulk/train.py", "hulk/model.py"),
+    ),
+    Step(
+        name="labels",
+        doc="samples of the data folder's own fleet, teacher-labelled (cached by content)",
+        deps=lambda s: [
+            *_fleet(s),
+            _data(s, schemas.LOGS_DIR),
+            _data(s, schemas.QUARANTINE_FILE),
+            _data(s, schemas.VALIDATION_DIR, pipeline.VALIDATED),
+            s.assign.jobs_file.as_posix(),
+        ],
+        outs=lambda s: [_data(s, "labels")],
+        persist=("labels",),
+        persist_cache=True,
+        params=(
+            "seed",
+            "fleet_samples",
+            "corpus",
+            "ingest",
+            "teacher",
+            "planner",
+            "hardware",
+            "graph",
+        ),
+        code=(
+            "hulk/stages/fleet_labels.py",
+            "hulk/fleet_samples.py",
+            "hulk/fleet_labels.py",
+            "hulk/teacher.py",
+            "hulk/planner.py",
+            "hulk/cost.py",
+        ),
+    ),
+    Step(
         name="train",
-        doc="train the GNN, evaluate on held-out fleets, register in MLflow, promote",
+        doc="fine-tune on the fleet's samples, score with the champion on one set, register, gate",
         deps=lambda s: [
             s.corpus.path.as_posix(),
+            _prior(s),
+            _data(s, "labels"),
             *_fleet(s),
-            s.assign.jobs_file.as_posix(),
         ],
         outs=lambda s: [_data(s, "training", "learning_curves.png")],
         plots=lambda s: [_data(s, "training", pipeline.LEARNING_CURVE_CSV)],
@@ -135,16 +184,16 @@ STEPS: tuple[Step, ...] = (
             "seed",
             "model",
             "train",
-            "corpus",
+            "finetune",
             "teacher",
             "planner",
             "hardware",
             "graph",
             "mlflow",
-            "assign.jobs_file",
             "assign.gnn_fallback_ratio",
         ),
         code=(
+            "hulk/stages/train.py",
             "hulk/train.py",
             "hulk/model.py",
             "hulk/gnn_eval.py",
@@ -216,7 +265,7 @@ def _validate_metrics(settings: Settings, result: pipeline.StepResult) -> dict[s
 
 
 def _train_metrics(settings: Settings, result: pipeline.StepResult) -> dict[str, Any]:
-    return {k: v for k, v in result.summary.items() if k not in ("run_id", "decision")}
+    return {k: v for k, v in result.summary.items() if k not in ("run_id", "decision", "eval_set")}
 
 
 def _assign_metrics(settings: Settings, result: pipeline.StepResult) -> dict[str, Any]:
@@ -285,8 +334,14 @@ def run(name: str, settings: Settings, **options: Any) -> pipeline.StepResult:
     elif name == "corpus":
         result = pipeline.corpus(settings, workers=settings.corpus.workers, **options)
         metrics = {k: v for k, v in result.summary.items() if k not in ("reused", "seed")}
+    elif name == "prior":
+        result = stage_prior.run(settings)
+        metrics = {k: result.summary[k] for k in ("train_samples", "val_samples", "best_epoch")}
+    elif name == "labels":
+        result = stage_labels.run(data, settings, **options)
+        metrics = {k: v for k, v in result.summary.items() if k != "seconds"}
     elif name == "train":
-        result = pipeline.train(data, settings, workers=settings.corpus.workers, **options)
+        result = stage_train.finetune(data, settings, **options)
         metrics = _train_metrics(settings, result)
     elif name == "assign":
         result = pipeline.assign(data, settings, **options)
@@ -324,7 +379,7 @@ def dvc_stages(settings: Settings) -> dict[str, Any]:
         outs: list[Any] = []
         for out in step.outs(settings):
             if Path(out).name in step.persist:
-                outs.append({out: {"persist": True, "cache": False}})
+                outs.append({out: {"persist": True, "cache": step.persist_cache}})
             else:
                 outs.append(out)
         # Plot data are small outs kept out of the cache; the top-level `plots` draw them.

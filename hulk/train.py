@@ -18,7 +18,9 @@ N_{\text{idle}}` over the training labels.
 dropout) on the training and validation samples: loss (same weights) and node accuracy. The
 best epoch is the one with the lowest validation loss (training loss when there are no
 validation samples); training stops after ``patience`` epochs without a better one, or after
-``epochs``, and the best epoch's weights are returned. ``on_epoch(epoch, metrics)`` is called
+``epochs``, and the best epoch's weights are returned. A warm start (``initial``: the nightly
+fine-tune from the champion or the prior) is evaluated first as epoch 0 and kept when no
+epoch improves on it. ``on_epoch(epoch, metrics)`` is called
 after each epoch (1-based) with ``train_loss``, ``val_loss``, ``train_accuracy``,
 ``val_accuracy`` and ``seconds`` (so a tracker can log them as they come).
 
@@ -87,7 +89,7 @@ class TrainResult:
 
     @property
     def best(self) -> EpochMetrics:
-        return self.history[self.best_epoch - 1]
+        return next(m for m in self.history if m.epoch == self.best_epoch)
 
 
 def model_config(samples: Sequence[Mapping[str, Any]], settings: ModelSettings) -> ModelConfig:
@@ -204,12 +206,22 @@ def train_model(
     train_settings: TrainSettings,
     seed: int,
     on_epoch: EpochCallback | None = None,
+    initial: tuple[Mapping[str, Any], Mapping[str, Tensor]] | None = None,
 ) -> TrainResult:
-    """Train a `HulkGNN` on `train`, early-stopped on `val` (see the module docstring)."""
+    """Train a `HulkGNN` on `train`, early-stopped on `val` (see the module docstring).
+
+    `initial` = (config, state dict) warm-starts from a trained model (the nightly fine-tune):
+    its architecture and input scaling are kept, `model_settings` are not used.
+    """
     if not train:
         raise ValueError("train_model needs at least one training sample")
     started = time.perf_counter()
-    config = model_config([*train, *val], model_settings)
+    if initial is None:
+        config = model_config([*train, *val], model_settings)
+    else:
+        config = ModelConfig.from_dict(initial[0])
+        for sample in [*train, *val]:
+            check_sample(config, sample)
     idle_weight = resolve_idle_weight(train, train_settings.idle_weight)
     train_data = [sample_data(s) for s in train]
     val_data = [sample_data(s) for s in val]
@@ -217,14 +229,43 @@ def train_model(
 
     with deterministic_torch(seed, train_settings.threads):
         model = HulkGNN(config)
-        model.fit_scaling(train)
+        if initial is None:
+            model.fit_scaling(train)
+        else:
+            model.load_state_dict(dict(initial[1]))
         optimizer = torch.optim.Adam(
             model.parameters(), lr=train_settings.lr, weight_decay=train_settings.weight_decay
         )
         history: list[EpochMetrics] = []
-        best_epoch, best_loss = 0, math.inf
+        best_epoch, best_loss = -1, math.inf
         best_state = copy.deepcopy(model.state_dict())
         stopped_early = False
+
+        def finished_epoch(epoch: int, epoch_start: float) -> bool:
+            """Record an epoch; True when the best one so far."""
+            nonlocal best_epoch, best_loss, best_state
+            train_loss, train_acc = _evaluate(model, train_data, idle_weight)
+            val_loss, val_acc = _evaluate(model, val_data, idle_weight)
+            metrics = EpochMetrics(
+                epoch=epoch,
+                train_loss=train_loss,
+                val_loss=val_loss,
+                train_accuracy=train_acc,
+                val_accuracy=val_acc,
+                seconds=time.perf_counter() - epoch_start,
+            )
+            history.append(metrics)
+            if on_epoch is not None:
+                on_epoch(epoch, metrics.metrics())
+            score = val_loss if val_data else train_loss
+            if score < best_loss:
+                best_epoch, best_loss = epoch, score
+                best_state = copy.deepcopy(model.state_dict())
+                return True
+            return False
+
+        if initial is not None:  # epoch 0: the starting model, kept if no epoch beats it
+            finished_epoch(0, time.perf_counter())
         for epoch in range(1, train_settings.epochs + 1):
             epoch_start = time.perf_counter()
             model.train()
@@ -240,30 +281,14 @@ def train_model(
                     torch.nn.utils.clip_grad_norm_(model.parameters(), train_settings.grad_clip)
                 optimizer.step()
 
-            train_loss, train_acc = _evaluate(model, train_data, idle_weight)
-            val_loss, val_acc = _evaluate(model, val_data, idle_weight)
-            metrics = EpochMetrics(
-                epoch=epoch,
-                train_loss=train_loss,
-                val_loss=val_loss,
-                train_accuracy=train_acc,
-                val_accuracy=val_acc,
-                seconds=time.perf_counter() - epoch_start,
-            )
-            history.append(metrics)
-            if on_epoch is not None:
-                on_epoch(epoch, metrics.metrics())
-
-            score = val_loss if val_data else train_loss
-            if score < best_loss:
-                best_epoch, best_loss = epoch, score
-                best_state = copy.deepcopy(model.state_dict())
-            elif epoch - best_epoch >= train_settings.patience:
+            if not finished_epoch(epoch, epoch_start) and (
+                epoch - max(best_epoch, 0) >= train_settings.patience
+            ):
                 stopped_early = True
                 break
 
-        if best_epoch == 0:  # every loss was NaN: keep the last weights, say so in best_epoch
-            best_epoch = len(history)
+        if best_epoch < 0:  # every loss was NaN: keep the last weights, say so in best_epoch
+            best_epoch = history[-1].epoch
             best_state = copy.deepcopy(model.state_dict())
         model.load_state_dict(best_state)
         model.eval()

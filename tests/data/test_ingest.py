@@ -16,7 +16,7 @@ import pytest
 
 from hulk import schemas
 from hulk.errors import InputError
-from hulk.ingest import link_stats
+from hulk.ingest import DUPLICATE_RULE, link_stats
 from hulk.ingest_reference import link_stats_plain_pandas, link_stats_reference
 from hulk.settings import IngestSettings
 
@@ -488,3 +488,17 @@ def test_everything_quarantined_is_an_empty_window(tmp_path: Path, ingest, impl)
         InputError, match=r"none of the 2 probes in the window is left once quarantined"
     ):
         impl(logs, inventory(1, 2), ingest, quarantine=rows)
+
+
+HOURS_6 = pd.Timedelta(hours=6)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_empty_window_with_repeated_probes_elsewhere(tmp_path: Path, ingest, impl) -> None:
+    # A repeated probe (quarantined once as a duplicate) outside the window: the count that
+    # explains the empty window reads the same columns as the statistics.
+    rows = frame_of([probe(12 * 60, 1, 2, 3.0), probe(12 * 60, 1, 2, 3.0)])
+    logs = write_logs(tmp_path / "logs", rows)
+    quarantine = rows.iloc[[1]].assign(rule=DUPLICATE_RULE)
+    with pytest.raises(InputError, match=r"\[empty-window\].*no probe falls in the window"):
+        impl(logs, inventory(1, 2), ingest, quarantine=quarantine, window_end=DAY + HOURS_6)

@@ -11,23 +11,10 @@ from pathlib import Path
 
 import yaml
 
-from tests.flows.conftest import JOBS
+from tests.flows.conftest import JOBS, TINY
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-
-TINY = {
-    "generate": {"days": 2, "probe_interval_s": 3600, "throughput_interval_s": 10800},
-    "corpus": {
-        "fleets": 6,
-        "mixes_per_fleet": 1,
-        "max_machines": 30,
-        "max_jobs": 3,
-        "max_evaluations": 20,
-        "workers": 1,
-    },
-    "train": {"epochs": 2},
-}
 
 
 def dvc(*args: str, cwd: Path) -> str:
@@ -57,7 +44,8 @@ def test_dvc_repro_then_nothing_to_do(tmp_path: Path) -> None:
     dvc("config", "core.analytics", "false", cwd=repo)
 
     first = dvc("repro", cwd=repo)
-    for stage in ("generate", "validate", "ingest", "graph", "corpus", "train", "assign"):
+    stages = ("generate", "validate", "ingest", "graph", "corpus", "prior", "labels", "train")
+    for stage in (*stages, "assign"):
         assert f"Running stage '{stage}'" in first, stage
     assert (repo / "data" / "placements" / "latest.json").exists()
     assert (repo / "dvc.lock").exists()

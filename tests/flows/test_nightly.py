@@ -15,6 +15,8 @@ from hulk import pipeline, registry
 from hulk.settings import load_settings
 from tests.flows.conftest import tiny_params, write_params
 
+STEPS = ("validate", "ingest", "graph", "corpus", "prior", "labels", "train", "assign", "evaluate")
+
 
 @pytest.fixture(scope="module")
 def first_run(prefect_server: str, tmp_path_factory: pytest.TempPathFactory) -> dict:
@@ -51,7 +53,7 @@ def test_nightly_runs_every_step_and_publishes(first_run: dict) -> None:
     state, settings = first_run["state"], first_run["settings"]
     assert state.is_completed(), state.message
     done = state.result()
-    assert list(done) == ["validate", "ingest", "graph", "corpus", "train", "assign", "evaluate"]
+    assert list(done) == [*STEPS]
     data = settings.data_dir
     latest = json.loads((data / "placements" / "latest.json").read_text())
     assert latest["schema"] == "hulk.placements/v1" and len(latest["jobs"]) == 4
@@ -59,12 +61,17 @@ def test_nightly_runs_every_step_and_publishes(first_run: dict) -> None:
     # Teacher labels were fanned out and saved through the corpus step (one sample per fleet).
     manifest = json.loads(settings.corpus.path.with_suffix(".json").read_text())
     assert len(manifest["fleets"]) == 6 and len(manifest["samples"]) == 6
-    # Trained, registered and promoted: the assignment then used the champion.
+    # The fleet's own samples were labelled (fanned out), nothing was cached yet.
+    labels = done["labels"]
+    assert labels["labelled"] == labels["samples"] > 0 and labels["cached"] == 0
+    assert labels["eval_samples"] > 0 and labels["train_samples"] > 0
+    # Fine-tuned from the prior, registered and promoted: the assignment used the champion.
     assert done["train"]["version"] == 1 and done["train"]["promoted"] is True
+    assert done["train"]["start"] == "prior"
     assert registry.champion_exists(settings) and latest["strategy"] == "gnn"
     # Metrics of every step for DVC, with the published makespan.
     metrics = data / "metrics"
-    for name in ("validate", "ingest", "graph", "corpus", "train", "assign", "evaluate"):
+    for name in STEPS:
         assert (metrics / f"{name}.json").exists(), name
     assign_metrics = json.loads((metrics / "assign.json").read_text())
     assert assign_metrics["makespan_s"] == pytest.approx(latest["makespan_s"])
@@ -110,6 +117,65 @@ def test_assign_flow_publishes_again_with_artifacts(first_run: dict) -> None:
     assert Path(local).read_bytes() == latest_path.read_bytes()
 
 
+def test_a_second_night_labels_only_the_new_samples(first_run: dict) -> None:
+    settings = first_run["settings"]
+    before = json.loads((settings.data_dir / "labels" / "samples.json").read_text())
+    pipeline.append_day(settings.data_dir, settings)
+    state = nightly(params=str(first_run["params"]), return_state=True)
+    assert state.is_completed(), state.message
+    done = state.result()
+    labels = done["labels"]
+    # The block of the day before stays labelled; the new day's blocks are new.
+    old_keys = {record["key"] for record in before["samples"]}
+    after = json.loads((settings.data_dir / "labels" / "samples.json").read_text())
+    new_keys = {record["key"] for record in after["samples"]}
+    assert labels["cached"] == len(new_keys & old_keys) > 0
+    assert labels["labelled"] == len(new_keys - old_keys) > 0
+    cache = json.loads((settings.data_dir / "labels" / "labels.json").read_text())
+    assert set(cache["labels"]) == new_keys  # labels no sample uses any more are dropped
+    # Warm-started from the champion; both were scored on tonight's evaluation set.
+    train = done["train"]
+    assert train["version"] == 2 and train["start"] == "champion v1"
+    with registry.tracking(settings) as track:
+        tags = [
+            track.client.get_model_version("hulk-gnn", str(v)).tags for v in (1, train["version"])
+        ]
+    eval_tag = next(k for k in tags[1] if k.startswith("hulk.eval."))
+    assert json.loads(tags[0][eval_tag])["eval_set"] == json.loads(tags[1][eval_tag])["eval_set"]
+    assert tags[1]["hulk.promotion.eval_set"].startswith(train["eval_set"])
+
+
+def test_nightly_on_an_imported_folder_skips_validation_and_ingest(first_run: dict) -> None:
+    settings = first_run["settings"]
+    imported = first_run["params"].parent / "imported"
+    imported.mkdir()
+    for name in ("machines.csv", "links.parquet"):  # what `hulk import-hulk` writes
+        (imported / name).write_bytes((settings.data_dir / name).read_bytes())
+    params = tiny_params(first_run["params"].parent, assign={"placements_dir": str(imported)})
+    params["data_dir"] = str(imported)
+    path = write_params(imported / "params.yaml", params)
+    state = nightly(params=str(path), return_state=True)
+    assert state.is_completed(), state.message
+    done = state.result()
+    assert list(done) == [name for name in STEPS if name not in ("validate", "ingest")]
+    assert done["corpus"]["reused"] and done["prior"]["reused"]
+    index = json.loads((imported / "labels" / "samples.json").read_text())
+    assert index["source"] == "link table"
+    assert {r["snapshot"] for r in index["samples"] if r["role"] == "eval"} == {"links"}
+    assert (imported / "latest.json").exists()
+
+
+def test_nightly_on_a_folder_without_logs_or_links_names_both(
+    first_run: dict, tmp_path: Path
+) -> None:
+    params = tiny_params(tmp_path)
+    path = write_params(tmp_path / "params.yaml", params)
+    (tmp_path / "data").mkdir()
+    state = nightly(params=str(path), return_state=True)
+    assert state.is_failed()
+    assert "logs" in state.message and "links.parquet" in state.message
+
+
 def test_broken_partition_fails_nightly_before_anything_is_published(first_run: dict) -> None:
     settings = first_run["settings"]
     data = settings.data_dir
@@ -117,6 +183,7 @@ def test_broken_partition_fails_nightly_before_anything_is_published(first_run: 
     published = latest_path.read_bytes()
     placement_files = sorted((data / "placements").glob("*.json"))
     champion = registry.load_model_files(settings)[2].version
+    assignment_runs = len(_assignment_runs(settings))
     # A day file without its elapsed_ms column: an InputError naming the file and the column.
     day = sorted((data / "logs").iterdir())[-1] / "probes.parquet"
     pq.write_table(pq.read_table(day).drop_columns(["elapsed_ms"]), day)
@@ -127,4 +194,4 @@ def test_broken_partition_fails_nightly_before_anything_is_published(first_run: 
     assert latest_path.read_bytes() == published
     assert sorted((data / "placements").glob("*.json")) == placement_files
     assert registry.load_model_files(settings)[2].version == champion
-    assert len(_assignment_runs(settings)) == 2  # the two good runs above, nothing new
+    assert len(_assignment_runs(settings)) == assignment_runs  # nothing new

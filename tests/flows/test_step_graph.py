@@ -35,7 +35,17 @@ def test_every_stage_param_is_a_key_of_params_yaml() -> None:
 
 def test_nightly_walks_the_steps_after_generate_in_order() -> None:
     names = [step.name for step in steps.nightly_steps()]
-    assert names == ["validate", "ingest", "graph", "corpus", "train", "assign", "evaluate"]
+    assert names == [
+        "validate",
+        "ingest",
+        "graph",
+        "corpus",
+        "prior",
+        "labels",
+        "train",
+        "assign",
+        "evaluate",
+    ]
 
 
 def test_prefect_yaml_deployments_load_with_their_schedules() -> None:

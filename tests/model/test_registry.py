@@ -30,10 +30,15 @@ def _linear(seed: int) -> torch.nn.Linear:
     return torch.nn.Linear(4, 3)
 
 
-def _train(settings: Settings, seed: int, ratio: float, plots: Path) -> registry.RegisteredVersion:
-    """Log one 'training run' of a Linear(4, 3) whose test plan-cost ratio is `ratio`."""
+EVAL_SET = "a" * 64  # the content hash of the evaluation set the fixture's versions are scored on
+
+
+def _train(
+    settings: Settings, seed: int, ratio: float, plots: Path, eval_set: str = EVAL_SET
+) -> registry.RegisteredVersion:
+    """Log one 'training run' of a Linear(4, 3) whose plan-cost ratio on `eval_set` is `ratio`."""
     model = _linear(seed)
-    return registry.log_training_run(
+    version = registry.log_training_run(
         settings,
         params={"lr": 0.003, "epochs": 3, "model": {"hidden": 4, "conv": "gcn"}},
         history=[
@@ -53,6 +58,9 @@ def _train(settings: Settings, seed: int, ratio: float, plots: Path) -> registry
         tags={"git_commit": "abc123", "seed": seed},
         run_name=f"seed-{seed}",
     )
+    scores = {"plan_cost_ratio_makespan": ratio, "test_node_accuracy": 0.8}
+    registry.record_evaluation(settings, version.version, eval_set, scores)
+    return version
 
 
 @dataclass(frozen=True)
@@ -73,17 +81,17 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> History:
     versions.append(_train(settings, seed=1, ratio=1.10, plots=plots))
     with registry.tracking(settings) as track:
         aliases = track.client.get_registered_model("hulk-gnn").aliases
-    decisions.append(registry.promote_if_better(settings, versions[0]))
+    decisions.append(registry.promote_if_better(settings, versions[0], EVAL_SET))
     versions.append(_train(settings, seed=2, ratio=1.25, plots=plots))  # worse
-    decisions.append(registry.promote_if_better(settings, versions[1]))
+    decisions.append(registry.promote_if_better(settings, versions[1], EVAL_SET))
     versions.append(_train(settings, seed=3, ratio=1.05, plots=plots))  # better
-    decisions.append(registry.promote_if_better(settings, versions[2]))
+    decisions.append(registry.promote_if_better(settings, versions[2], EVAL_SET))
     return History(settings, versions, decisions, int(aliases["challenger"]))
 
 
 def _version_tags(settings: Settings, version: int) -> dict[str, str]:
     with registry.tracking(settings) as track:
-        return track.client.get_model_version("hulk-gnn", str(version)).tags
+        return track.client.get_model_version(settings.mlflow.registered_model, str(version)).tags
 
 
 def test_relative_sqlite_path_resolves_against_the_data_folder(tmp_path: Path) -> None:
@@ -242,7 +250,7 @@ def test_tampered_weights_are_refused(history: History) -> None:
         update={"mlflow": MlflowSettings(registered_model="tampered")}
     )
     version = _train(settings, seed=5, ratio=1.0, plots=Path(__file__))
-    assert registry.promote_if_better(settings, version).promoted
+    assert registry.promote_if_better(settings, version, EVAL_SET).promoted
     weights = registry.artifact_location(settings) / version.run_id / "artifacts" / "model"
     torch.save({"weight": torch.zeros(3, 4)}, weights / "state_dict.pt")
     with pytest.raises(InputError, match=r"\[registry\.corrupt\]"):
@@ -250,9 +258,9 @@ def test_tampered_weights_are_refused(history: History) -> None:
 
 
 def test_missing_candidate_metric_is_refused(history: History) -> None:
-    decision = registry.promote_if_better(history.settings, 2, metric="no_such_metric")
+    decision = registry.promote_if_better(history.settings, 2, EVAL_SET, metric="no_such_metric")
     assert not decision.promoted and decision.champion == 3
-    assert "has no finite no_such_metric" in decision.reason
+    assert "has no finite no_such_metric on evaluation set" in decision.reason
 
 
 def test_higher_is_better_direction(history: History) -> None:
@@ -262,8 +270,12 @@ def test_higher_is_better_direction(history: History) -> None:
     )
     first = _train(settings, seed=6, ratio=1.0, plots=Path(__file__))
     second = _train(settings, seed=7, ratio=2.0, plots=Path(__file__))
-    registry.promote_if_better(settings, first, "test_node_accuracy", lower_is_better=False)
-    tie = registry.promote_if_better(settings, second, "test_node_accuracy", lower_is_better=False)
+    registry.promote_if_better(
+        settings, first, EVAL_SET, "test_node_accuracy", lower_is_better=False
+    )
+    tie = registry.promote_if_better(
+        settings, second, EVAL_SET, "test_node_accuracy", lower_is_better=False
+    )
     assert tie.promoted and tie.previous_champion == first.version
     assert "(higher is better)" in tie.reason
 
@@ -298,3 +310,23 @@ def test_tracking_restores_the_global_mlflow_state(history: History) -> None:
             mlflow.log_metric("x", 1.0, step=2)
         assert run.info.experiment_id == track.experiment_id
     assert (mlflow.get_tracking_uri(), os.environ.get("MLFLOW_TRACKING_URI")) == before
+
+
+def test_the_gate_never_compares_figures_of_different_evaluation_sets(history: History) -> None:
+    settings = history.settings.model_copy(
+        update={"mlflow": MlflowSettings(registered_model="two-sets")}
+    )
+    champion = _train(settings, seed=8, ratio=1.20, plots=Path(__file__))
+    assert registry.promote_if_better(settings, champion, EVAL_SET).promoted
+    # Far better, but measured on another set: refused, and the champion stays.
+    other = "b" * 64
+    challenger = _train(settings, seed=9, ratio=0.90, plots=Path(__file__), eval_set=other)
+    refused = registry.promote_if_better(settings, challenger, other)
+    assert not refused.promoted and refused.champion == champion.version
+    assert "was not scored on evaluation set bbbbbbbbbbbb" in refused.reason
+    assert refused.champion_value is None
+    # The champion re-evaluated on tonight's set: now the two figures are comparable.
+    registry.record_evaluation(settings, champion.version, other, {"plan_cost_ratio_makespan": 1.3})
+    promoted = registry.promote_if_better(settings, challenger, other)
+    assert promoted.promoted and promoted.champion_value == 1.3
+    assert _version_tags(settings, challenger.version)["hulk.promotion.eval_set"] == other

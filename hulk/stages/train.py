@@ -1,0 +1,277 @@
+"""The train step: the nightly fine-tune on the fleet's own samples, the gate, the registry.
+
+1. **Warm start** from the champion, or from the prior (`hulk.stages.prior`) on the first night
+   or when the champion's architecture differs from the prior's (the model settings changed).
+2. **Fine-tune** (`hulk.train.train_model`, params ``finetune:``) on the fleet's training samples
+   (`hulk.stages.fleet_labels`) plus ``replay`` × as many corpus training samples, early-stopped
+   on the fleet's validation samples; the starting model is epoch 0 and kept if no epoch beats it.
+3. **One evaluation set** for tonight: the fleet's held-out samples (the newest days, never
+   trained on) and the corpus's test split (fixed while the corpus is). Its content hash (the
+   label keys of the fleet part, the corpus file's sha256 for the synthetic part) is recorded
+   on the run and, with each model's figures, on both versions. The challenger and the
+   reference (the champion, re-evaluated tonight; on the first night the prior) are scored on
+   it: ``gate_score`` is the mean of the two parts' plan-cost ratios (GNN makespan / teacher
+   makespan, lower is better), so the fleet's own samples weigh as much as the synthetic ones.
+4. **Register** the challenger in MLflow and **promote** it if its ``gate_score`` is not worse
+   than the champion's on the same set (`hulk.registry.promote_if_better`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hulk import io
+from hulk.pipeline import LEARNING_CURVE_CSV, StepResult, load_fleet
+from hulk.settings import Settings
+
+GATE_METRIC = "gate_score"
+PARTS = ("fleet", "synthetic")  # the evaluation set's parts
+
+
+def _cases(labelled: list, role: str) -> list:
+    from hulk.gnn_eval import EvalCase
+
+    cases = []
+    for sample in labelled:
+        if sample.role != role:
+            continue
+        active = (sample.inventory.sort_values("node_id")["status"] == "active").to_numpy(bool)
+        cases.append(
+            EvalCase(
+                sample.inventory,
+                sample.links,
+                list(sample.jobs),
+                y=np.asarray(sample.label["y"], dtype=np.int64),
+                active=active,
+                makespan_s=float(sample.label["makespan_s"]),
+                sum_s=float(sample.label["sum_s"]),
+                teacher_seconds=float(sample.label["teacher_seconds"]),
+                fleet=(sample.snapshot_file, sample.removed, sample.drained),
+            )
+        )
+    return cases
+
+
+def eval_set_hash(fleet_keys: list[str], corpus_sha256: str) -> str:
+    """The content hash of an evaluation set: the fleet part's label keys, the corpus file."""
+    text = "\n".join(["fleet", *sorted(fleet_keys), "synthetic test split", corpus_sha256])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def gate_score(metrics: dict[str, float]) -> float:
+    """The mean of the parts' plan-cost ratios (a part without a finite one is left out)."""
+    parts = [metrics.get(f"{part}/plan_cost_ratio_makespan", math.nan) for part in PARTS]
+    finite = [value for value in parts if math.isfinite(value)]
+    return float(np.mean(finite)) if finite else math.nan
+
+
+def finetune(data_dir: Path, settings: Settings, seed: int | None = None) -> StepResult:
+    """Fine-tune, evaluate, register, promote (module docstring)."""
+    from hulk.corpus import load_corpus
+    from hulk.fleet_labels import training_sample
+    from hulk.gnn_eval import corpus_cases, evaluate_parts
+    from hulk.model import model_from_state
+    from hulk.registry import (
+        champion_exists,
+        load_model_files,
+        log_training_run,
+        promote_if_better,
+        record_evaluation,
+    )
+    from hulk.stages.fleet_labels import load_labelled
+    from hulk.stages.prior import load_prior, prior_path
+    from hulk.train import deterministic_torch, train_model
+
+    seed = settings.seed if seed is None else seed
+    corpus = load_corpus(settings.corpus.path)
+    prior_config, prior_state = load_prior(settings)
+    labelled = load_labelled(data_dir, settings)
+
+    reference_name, reference = "prior", (prior_config, prior_state)
+    start_name, start = "prior", reference
+    if champion_exists(settings):
+        state, config, info = load_model_files(settings)
+        reference_name, reference = "champion", (config, state)
+        if config == prior_config:  # same architecture: warm start from the champion
+            start_name, start = f"champion v{info.version}", (config, state)
+
+    def samples(role: str) -> list[dict[str, Any]]:
+        return [
+            training_sample(s.inventory, s.links, s.jobs, s.label, settings)
+            for s in labelled
+            if s.role == role
+        ]
+
+    fleet_train, fleet_val = samples("train"), samples("val")
+    replay_count = min(len(corpus.train), round(settings.finetune.replay * len(fleet_train)))
+    picked = np.random.default_rng([seed, 0x5245504C]).choice(
+        len(corpus.train), size=replay_count, replace=False
+    )
+    replay = [corpus.train[i] for i in sorted(picked.tolist())]
+    train_settings = settings.train.model_copy(
+        update={
+            "epochs": settings.finetune.epochs,
+            "lr": settings.finetune.lr,
+            "patience": settings.finetune.patience,
+        }
+    )
+    history: list[dict] = []
+
+    def on_epoch(epoch: int, metrics: dict[str, float]) -> None:
+        history.append({"epoch": epoch, **metrics})
+
+    result = train_model(
+        [*fleet_train, *replay],
+        fleet_val,
+        settings.model,
+        train_settings,
+        seed,
+        on_epoch=on_epoch,
+        initial=start,
+    )
+
+    fleet_eval = [s for s in labelled if s.role == "eval"]
+    parts = {"fleet": _cases(labelled, "eval"), "synthetic": corpus_cases(corpus, settings)}
+    eval_set = eval_set_hash([s.key for s in fleet_eval], corpus.manifest["sha256"])
+    # Evaluated (and timed against the teacher) with the training's thread count: the
+    # teacher labels ran single-threaded, and two threads stall on a busy machine.
+    with deterministic_torch(seed, settings.train.threads):
+        metrics = evaluate_parts(result.model, parts, settings)
+        reference_metrics = evaluate_parts(model_from_state(*reference), parts, settings)
+    metrics[GATE_METRIC] = gate_score(metrics)
+    reference_metrics[GATE_METRIC] = gate_score(reference_metrics)
+    metrics.update(
+        train_seconds=result.seconds,
+        best_epoch=float(result.best_epoch),
+        best_val_accuracy=result.best.val_accuracy,
+    )
+    gate_keys = (GATE_METRIC, *(f"{part}/plan_cost_ratio_makespan" for part in PARTS))
+    for key in gate_keys:
+        if key in reference_metrics:
+            metrics[f"{reference_name}/{key}"] = reference_metrics[key]
+
+    plots_dir = data_dir / "training"
+    plots_dir.mkdir(parents=True, exist_ok=True)
+    curve = learning_curve_plot(history, plots_dir / "learning_curves.png")
+    curve_data = plots_dir / LEARNING_CURVE_CSV
+    io.write_csv(curve_data, pd.DataFrame(history))
+    artifacts = {"plots/learning_curves.png": curve}
+    upcoming = [s for s in fleet_eval if s.variant == "upcoming"]
+    if upcoming:
+        with deterministic_torch(seed, settings.train.threads):
+            artifacts.update(
+                current_fleet_plots(result.model, data_dir, list(upcoming[0].jobs), settings)
+            )
+    counts = {role: sum(s.role == role for s in labelled) for role in ("train", "val", "eval")}
+    registered = log_training_run(
+        settings,
+        params={
+            "model": result.config.to_dict(),
+            "finetune": settings.finetune.model_dump(mode="json"),
+            "fleet_samples": settings.fleet_samples.model_dump(mode="json"),
+            "corpus": settings.corpus.model_dump(mode="json"),
+            "seed": seed,
+            "start": start_name,
+            "fleet_samples_by_role": counts,
+            "replayed_corpus_samples": len(replay),
+            "eval_set": eval_set,
+        },
+        history=history,
+        metrics=metrics,
+        state_dict=result.model.state_dict(),
+        config=result.config.to_dict(),
+        artifacts=artifacts,
+        tags={"hulk.eval_set": eval_set, "hulk.start": start_name},
+        run_name=f"finetune-seed{seed}",
+    )
+
+    def figures(values: dict[str, float]) -> dict[str, float]:
+        return {key: values[key] for key in gate_keys if key in values}
+
+    record_evaluation(settings, registered.version, eval_set, figures(metrics))
+    if reference_name == "champion":
+        record_evaluation(settings, info.version, eval_set, figures(reference_metrics))
+    decision = promote_if_better(settings, registered, eval_set, metric=GATE_METRIC)
+    return StepResult(
+        outputs={
+            "prior": prior_path(settings),
+            "learning_curves": curve,
+            "learning_curve_data": curve_data,
+            **{Path(name).stem: path for name, path in artifacts.items()},
+        },
+        summary={
+            "version": registered.version,
+            "run_id": registered.run_id,
+            "start": start_name,
+            "promoted": decision.promoted,
+            "decision": decision.reason,
+            "eval_set": eval_set[:12],
+            **{f"{role}_samples": count for role, count in counts.items()},
+            **{k: round(v, 4) for k, v in metrics.items()},
+        },
+    )
+
+
+def current_fleet_plots(model, data_dir: Path, jobs: list, settings: Settings) -> dict[str, Path]:
+    """The trained model's placements of the upcoming jobs on the current fleet, as pictures:
+    the fleet map coloured by job and the compute / communication bars against A, B, C.
+
+    After a fallback the pictures show the teacher's placements, and their titles say so.
+    """
+    from hulk.assign import assign as assign_jobs
+    from hulk.corpus import encode_inputs
+    from hulk.gnn import gnn_placements
+    from hulk.model import predict_proba
+    from hulk.plots import cost_bars, fleet_map
+
+    plots_dir = data_dir / "training"
+    fleet, inventory, links = load_fleet(data_dir, settings)
+    inputs, order = encode_inputs(inventory, links, jobs, settings)
+    outcome = gnn_placements(jobs, fleet, predict_proba(model, inputs).numpy(), order, settings)
+    placements, strategy, who = outcome.placements, "gnn", "the new model"
+    if placements is None:
+        placements = assign_jobs(jobs, fleet, "teacher", settings, settings.seed)
+        strategy, who = "teacher", "the teacher (the new model's plan fell back)"
+    return {
+        "plots/fleet_map.png": fleet_map(
+            inventory,
+            placements,
+            fleet,
+            plots_dir / "fleet_map.png",
+            title=f"Current fleet, upcoming jobs placed by {who}",
+        ),
+        "plots/cost_bars.png": cost_bars(
+            placements,
+            fleet,
+            strategy,
+            plots_dir / "cost_bars.png",
+            title=f"Upcoming jobs placed by {who}: seconds per iteration",
+        ),
+    }
+
+
+def learning_curve_plot(history: list[dict], path: Path) -> Path:
+    """Loss and accuracy per epoch (train and validation) as a PNG."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(9, 3.5))
+    FigureCanvasAgg(figure)
+    loss, accuracy = figure.subplots(1, 2)
+    epochs = [row["epoch"] for row in history]
+    for name in ("train", "val"):
+        loss.plot(epochs, [row[f"{name}_loss"] for row in history], label=name)
+        accuracy.plot(epochs, [row[f"{name}_accuracy"] for row in history], label=name)
+    loss.set(xlabel="epoch", ylabel="weighted cross-entropy", title="loss")
+    accuracy.set(xlabel="epoch", ylabel="node accuracy", title="accuracy", ylim=(0, 1))
+    loss.legend()
+    figure.tight_layout()
+    with io.atomic_path(path) as tmp:
+        figure.savefig(tmp, format="png", dpi=110)
+    return path
