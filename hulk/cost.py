@@ -4,10 +4,10 @@ Every plan — the GNN's, the teacher search's, the baselines' — is judged by 
 
 **Fleet.** Machines are indexed 0..n−1 in ``node_id`` order (`Fleet.node_ids` maps back). Per
 machine: sustained compute ``F = gpu_count × peak_TFLOPS(capability) × MFU × 1e12`` FLOP/s
-(`hulk.graph.node_compute_tflops`) and memory ``memory_gb × 1e9`` bytes. Per ordered pair:
+(`hulk.hardware.node_compute_tflops`) and memory ``memory_gb × 1e9`` bytes. Per ordered pair:
 
 * linked pairs: α = the link's ``latency_p50_ms`` / 1000 s and β = its fitted ``beta_gbps``, or
-  else the bandwidth tier of its latency (`hulk.graph.link_bandwidth_gbps`), × 1e9 / 8 bytes/s.
+  else the bandwidth tier of its latency (`hulk.hardware.link_bandwidth_gbps`), × 1e9 / 8 bytes/s.
   A direct link is always used, even when a relay would be faster;
 * pairs without a link: the lowest-latency relay path over the links (any machine may relay,
   drained ones too: draining stops scheduling, not networking): α = the sum of its latencies,
@@ -73,7 +73,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components, shortest_path
 
 from hulk.errors import InputError
-from hulk.graph import link_bandwidth_gbps, link_ends, node_compute_tflops
+from hulk.hardware import link_bandwidth_gbps, link_ends, node_compute_tflops
 from hulk.jobs import FLOPS_PER_PARAM_TOKEN, Job
 from hulk.schemas import STATUS_ACTIVE
 from hulk.settings import BandwidthTier, HardwareSettings

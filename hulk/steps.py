@@ -108,7 +108,7 @@ STEPS: tuple[Step, ...] = (
         deps=_fleet,
         outs=lambda s: [_data(s, schemas.GRAPH_DIR)],
         params=("hardware", "graph"),
-        code=("hulk/graph.py",),
+        code=("hulk/graph.py", "hulk/hardware.py"),
     ),
     Step(
         name="corpus",
