@@ -30,7 +30,8 @@ clusters of the fleet's latency with diameter `site_latency_ms` (cities or metro
 
 windows larger than `max_pool` keep their fastest machines; only sets that can hold the model
 count. **Layouts.** Every candidate set is ordered as one open path (nearest neighbour + 2-opt,
-minimising the sum of the job's boundary times ``c = 2 (α + activation / β)``) and laid out as
+`hulk.tours.open_path`, minimising the sum of the job's boundary times
+``c = 2 (α + activation / β)``) and laid out as
 
 * ``single`` — one pipeline (D = 1) on the path's k fastest machines in path order, k doubling
   from the fewest that hold the model to all (also on a path that minimises Σ (c / c_max)^16,
@@ -83,6 +84,7 @@ from hulk.cost import (
 )
 from hulk.jobs import FLOPS_PER_PARAM_TOKEN, Job
 from hulk.settings import PlannerSettings
+from hulk.tours import open_path
 
 __all__ = ["layer_capacity", "layer_split", "plan_job", "site_labels"]
 
@@ -338,7 +340,7 @@ class _Ctx:
             np.fill_diagonal(cost, 0.0)
             if bottleneck and len(nodes) > 2:
                 cost = (cost / cost.max()) ** _BOTTLENECK_POWER
-            cached = nodes[_open_path(cost)]
+            cached = nodes[open_path(cost)]
             self._paths[key] = cached
         return cached
 
@@ -449,50 +451,6 @@ def _balanced_cuts(weight: np.ndarray, d: int) -> np.ndarray | None:
     if len(cuts) and (cuts[0] < 1 or (np.diff(cuts) <= 0).any()):
         return None
     return cuts
-
-
-def _open_path(cost: np.ndarray) -> np.ndarray:
-    """A short open path through all points (`cost` (n, n)): nearest neighbour, then 2-opt.
-
-    The path is a tour through an extra point at zero distance from all others, so that cycle
-    2-opt moves (reverse a segment) also move the path's two ends.
-    """
-    n = len(cost)
-    if n <= 2:
-        return np.arange(n)
-    big = float(cost[np.isfinite(cost)].max()) * (n + 1) * 10 + 1.0
-    full = np.zeros((n + 1, n + 1))
-    full[:n, :n] = np.where(np.isfinite(cost), cost, big)
-    size = n + 1
-    # Nearest neighbour from the dummy point n (its first step takes the cheapest start: 0).
-    tour = np.empty(size, np.int64)
-    visited = np.zeros(size, bool)
-    tour[0], visited[n] = n, True
-    current = n
-    for step in range(1, size):
-        row = np.where(visited, np.inf, full[current])
-        current = int(np.argmin(row))
-        tour[step] = current
-        visited[current] = True
-    positions = np.arange(size)
-    allowed = positions[None, :] > positions[:, None] + 1
-    allowed[0, size - 1] = False
-    tolerance = 1e-12 * big
-    ring = np.empty(size + 1, np.int64)
-    for _ in range(10 * size + 100):
-        ring[:size], ring[size] = tour, tour[0]
-        sub = full[np.ix_(ring, ring)]  # sub[i, j]: tour[i] to tour[j], cyclically
-        edge = np.diagonal(sub, 1)
-        gain = edge[:, None] + edge[None, :] - sub[:-1, :-1] - sub[1:, 1:]
-        gain[~allowed] = 0.0
-        best = int(np.argmax(gain))
-        if gain.flat[best] <= tolerance:
-            break
-        i, j = divmod(best, size)
-        tour[i + 1 : j + 1] = tour[i + 1 : j + 1][::-1]
-    start = int(np.flatnonzero(tour == n)[0])
-    path = np.roll(tour, -start)[1:]
-    return path
 
 
 def _site_distances(latency: np.ndarray, pool: np.ndarray, site: np.ndarray, k: int) -> np.ndarray:

@@ -119,7 +119,14 @@ STEPS: tuple[Step, ...] = (
             s.corpus.path.with_suffix(".json").as_posix(),
         ],
         params=("seed", "corpus", "generate", "teacher", "planner", "hardware", "graph"),
-        code=("hulk/corpus.py", "hulk/teacher.py", "hulk/planner.py", "hulk/cost.py"),
+        code=(
+            "hulk/corpus.py",
+            "hulk/teacher.py",
+            "hulk/planner.py",
+            "hulk/cost.py",
+            "hulk/hardware.py",
+            "hulk/tours.py",
+        ),
     ),
     Step(
         name="train",
@@ -173,7 +180,13 @@ STEPS: tuple[Step, ...] = (
         outs=lambda s: [(s.assign.placements_dir / "latest.png").as_posix()],
         plots=lambda s: [_data(s, METRICS_DIR, ITERATION_TIMES)],
         params=("hardware", "graph"),
-        code=("hulk/evaluate.py", "hulk/cost.py", "hulk/baselines.py"),
+        code=(
+            "hulk/evaluate.py",
+            "hulk/cost.py",
+            "hulk/hardware.py",
+            "hulk/tours.py",
+            "hulk/baselines.py",
+        ),
         retried=False,
     ),
 )

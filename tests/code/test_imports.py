@@ -20,6 +20,7 @@ PLANNING = (
     "hulk.evaluate",
     "hulk.settings",
     "hulk.hardware",
+    "hulk.tours",
 )
 # A fresh interpreter: the test process has imported torch already (other tests, conftest).
 PROBE = f"""
