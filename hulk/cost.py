@@ -74,15 +74,16 @@ from scipy.sparse.csgraph import connected_components, shortest_path
 
 from hulk.errors import InputError
 from hulk.hardware import link_bandwidth_gbps, link_ends, node_compute_tflops
-from hulk.jobs import FLOPS_PER_PARAM_TOKEN, Job
+from hulk.jobs import FLOPS_PER_PARAM_TOKEN, GB, Job
 from hulk.schemas import STATUS_ACTIVE
 from hulk.settings import BandwidthTier, HardwareSettings
 from hulk.tours import ring_tour
 
-GB = 1e9
 GRADIENT_BYTES_PER_PARAM = 2  # fp16 gradients
+# A stage fits when its memory need is at most the machine's memory × MEMORY_SLACK: one that
+# fills a machine exactly still fits despite rounding. Every memory test of Hulk uses it.
+MEMORY_SLACK = 1 + 1e-9
 _RING_CACHE_LIMIT = 200_000  # cached ring orders per fleet before the cache is cleared
-_MEMORY_SLACK = 1 + 1e-9  # a stage that fills a machine exactly still fits despite rounding
 
 
 # --- the fleet --------------------------------------------------------------------------------
@@ -685,7 +686,7 @@ def _resource_problem(job: Job, fleet: Fleet, nodes: np.ndarray, layers: np.ndar
         ids = [fleet.node_id(i) for i in inactive]
         return f"machine(s) {ids} are not active"
     need = job.min_memory_bytes * np.broadcast_to(layers, nodes.shape) / job.layers
-    short = need > fleet.memory_bytes[nodes] * _MEMORY_SLACK
+    short = need > fleet.memory_bytes[nodes] * MEMORY_SLACK
     if short.any():
         r, k = (int(x) for x in np.argwhere(short)[0])
         node = int(nodes[r, k])
@@ -748,7 +749,7 @@ def _resource_problems(job: Job, fleet: Fleet, plan: Plan) -> list[str]:
             problems.append(f"replica {r} stage {k}: machine {node_id} is not active")
         need = job.min_memory_bytes * stage.layers / job.layers
         have = fleet.memory_bytes[stage.node]
-        if need > have * _MEMORY_SLACK:
+        if need > have * MEMORY_SLACK:
             problems.append(
                 f"replica {r} stage {k}: layers [{stage.layer_start}, {stage.layer_end}) need "
                 f"{need / GB:.1f} GB, machine {node_id} has {have / GB:.1f} GB"

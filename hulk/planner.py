@@ -72,8 +72,8 @@ from scipy.cluster.hierarchy import fcluster, linkage
 from scipy.spatial.distance import squareform
 
 from hulk.cost import (
-    GB,
     GRADIENT_BYTES_PER_PARAM,
+    MEMORY_SLACK,
     Cost,
     Fleet,
     Plan,
@@ -82,13 +82,12 @@ from hulk.cost import (
     micro_batches,
     ring_bottleneck,
 )
-from hulk.jobs import FLOPS_PER_PARAM_TOKEN, Job
+from hulk.jobs import FLOPS_PER_PARAM_TOKEN, GB, Job
 from hulk.settings import PlannerSettings
 from hulk.tours import open_path
 
 __all__ = ["layer_capacity", "layer_split", "plan_job", "site_labels"]
 
-_MEMORY_SLACK = 1 + 1e-9  # as hulk.cost: a stage that fills a machine exactly still fits
 _UNREACHABLE_MS = 1e7  # stands in for an infinite latency when clustering
 # A window grown from a seed ends where the next machine is this much farther (ratio and at
 # least this many seconds): the edge of a city or region.
@@ -104,9 +103,9 @@ def layer_capacity(job: Job, memory_bytes: Sequence[float] | np.ndarray) -> np.n
     """Most layers of `job` each machine can hold: floor(memory × layers / M), at most layers."""
     memory = np.asarray(memory_bytes, float)
     need_per_layer = job.min_memory_bytes / job.layers
-    cap = np.floor(memory * _MEMORY_SLACK / need_per_layer)
+    cap = np.floor(memory * MEMORY_SLACK / need_per_layer)
     # Guard the floor against rounding: the cost model's own test must accept cap layers.
-    cap = np.where(need_per_layer * cap > memory * _MEMORY_SLACK, cap - 1, cap)
+    cap = np.where(need_per_layer * cap > memory * MEMORY_SLACK, cap - 1, cap)
     return np.clip(cap, 0, job.layers).astype(np.int64)
 
 
@@ -790,7 +789,7 @@ def _reachable_pools(ctx: _Ctx, nodes: Sequence[int] | np.ndarray) -> list[np.nd
     if not len(active):
         return Cost.infeasible(f"{job.name}: no active machine among the {len(idx)} given")
     have = float(fleet.memory_bytes[active].sum())
-    if have < need / _MEMORY_SLACK:
+    if have < need / MEMORY_SLACK:
         return Cost.infeasible(
             f"{job.name} needs {need / GB:.0f} GB; its {len(active)} active machine(s) have "
             f"{have / GB:.0f} GB"
