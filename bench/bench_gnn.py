@@ -224,7 +224,7 @@ def run_10000(params: Path, seed: int) -> dict:
 
     from hulk.algorithm1 import probability_group
     from hulk.corpus import encode_inputs
-    from hulk.jobs import PAPER_MIX_6, preset_jobs
+    from hulk.jobs import GB, PAPER_MIX_6, preset_jobs
     from hulk.model import predict_proba
     from hulk.planner import layer_capacity
 
@@ -242,7 +242,7 @@ def run_10000(params: Path, seed: int) -> dict:
     forward_s = time.perf_counter() - started
     started = time.perf_counter()
     free = inputs["active"].numpy().copy()
-    memory = inventory.sort_values("node_id")["memory_gb"].to_numpy(float) * 1e9
+    memory = inventory.sort_values("node_id")["memory_gb"].to_numpy(float) * GB
     favourite = proba.argmax(axis=1)
     groups = []
     for rank, job_index in enumerate(order):

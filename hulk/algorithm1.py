@@ -30,8 +30,6 @@ from __future__ import annotations
 
 import numpy as np
 
-GB = 1e9
-
 
 def probability_group(
     proba_job: np.ndarray,

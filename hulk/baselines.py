@@ -41,7 +41,6 @@ from collections.abc import Callable
 import numpy as np
 
 from hulk.cost import (
-    GB,
     GRADIENT_BYTES_PER_PARAM,
     Cost,
     Fleet,
@@ -55,7 +54,7 @@ from hulk.cost import (
     pipeline_time,
     plan_time,
 )
-from hulk.jobs import Job
+from hulk.jobs import GB, Job
 
 TP_ALLREDUCES_PER_LAYER = 4  # Megatron: two in the forward pass, two in the backward pass
 

@@ -4,10 +4,10 @@ Every plan — the GNN's, the teacher search's, the baselines' — is judged by 
 
 **Fleet.** Machines are indexed 0..n−1 in ``node_id`` order (`Fleet.node_ids` maps back). Per
 machine: sustained compute ``F = gpu_count × peak_TFLOPS(capability) × MFU × 1e12`` FLOP/s
-(`hulk.graph.node_compute_tflops`) and memory ``memory_gb × 1e9`` bytes. Per ordered pair:
+(`hulk.hardware.node_compute_tflops`) and memory ``memory_gb × 1e9`` bytes. Per ordered pair:
 
 * linked pairs: α = the link's ``latency_p50_ms`` / 1000 s and β = its fitted ``beta_gbps``, or
-  else the bandwidth tier of its latency (`hulk.graph.link_bandwidth_gbps`), × 1e9 / 8 bytes/s.
+  else the bandwidth tier of its latency (`hulk.hardware.link_bandwidth_gbps`), × 1e9 / 8 bytes/s.
   A direct link is always used, even when a relay would be faster;
 * pairs without a link: the lowest-latency relay path over the links (any machine may relay,
   drained ones too: draining stops scheduling, not networking): α = the sum of its latencies,
@@ -34,7 +34,7 @@ crossing a stage boundary ``A = micro_batch × seq_len × hidden × 2`` bytes; t
 * gradient sync: the gradient of ``params_k = params × layers_k / layers`` parameters,
   ``2 × params_k`` bytes, is ring all-reduced over the D machines holding those layers:
   ``2(D − 1) α_max + 2(D − 1)/D × bytes / β_min``, α_max / β_min over the consecutive pairs of
-  the ring in `ring_order` (nearest neighbour + 2-opt on latency); 0 when D = 1.
+  the ring in `ring_order` (nearest neighbour + 2-opt on latency, `hulk.tours`); 0 when D = 1.
   ``T_dp`` = the slowest stage position;
 * iteration ``T = max over replicas of T_pp + T_dp``.
 
@@ -73,17 +73,17 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components, shortest_path
 
 from hulk.errors import InputError
-from hulk.graph import link_bandwidth_gbps, link_ends, node_compute_tflops
-from hulk.jobs import FLOPS_PER_PARAM_TOKEN, Job
+from hulk.hardware import link_bandwidth_gbps, link_ends, node_compute_tflops
+from hulk.jobs import FLOPS_PER_PARAM_TOKEN, GB, Job
 from hulk.schemas import STATUS_ACTIVE
 from hulk.settings import BandwidthTier, HardwareSettings
+from hulk.tours import ring_tour
 
-GB = 1e9
 GRADIENT_BYTES_PER_PARAM = 2  # fp16 gradients
+# A stage fits when its memory need is at most the machine's memory × MEMORY_SLACK: one that
+# fills a machine exactly still fits despite rounding. Every memory test of Hulk uses it.
+MEMORY_SLACK = 1 + 1e-9
 _RING_CACHE_LIMIT = 200_000  # cached ring orders per fleet before the cache is cleared
-_FULL_TWO_OPT = 200  # larger rings start 2-opt with neighbour lists (`_tour`)
-_TWO_OPT_NEIGHBOURS = 16  # nearest nodes per node in those lists
-_MEMORY_SLACK = 1 + 1e-9  # a stage that fills a machine exactly still fits despite rounding
 
 
 # --- the fleet --------------------------------------------------------------------------------
@@ -580,7 +580,9 @@ def _ring(fleet: Fleet, nodes: Iterable[int]) -> tuple[tuple[int, ...], float, f
         a, b = key
         result = (key, float(fleet.latency_s[a, b]), float(fleet.bandwidth_Bps[a, b]))
     else:
-        tour = np.array(key, np.int64) if len(key) == 3 else _tour(fleet.latency_s, key)
+        tour = np.array(key, np.int64)
+        if len(key) > 3:  # up to three nodes every order is the same ring
+            tour = tour[ring_tour(fleet.latency_s[np.ix_(tour, tour)])]
         nxt = np.roll(tour, -1)
         alpha = float(fleet.latency_s[tour, nxt].max())
         beta = float(fleet.bandwidth_Bps[tour, nxt].min())
@@ -589,93 +591,6 @@ def _ring(fleet: Fleet, nodes: Iterable[int]) -> tuple[tuple[int, ...], float, f
         fleet._rings.clear()
     fleet._rings[key] = result
     return result
-
-
-def _tour(latency: np.ndarray, nodes: tuple[int, ...]) -> np.ndarray:
-    """Nearest-neighbour tour from nodes[0], improved by best-improvement 2-opt.
-
-    Each move of the full search weighs every pair of edges, O(n²). Beyond `_FULL_TWO_OPT`
-    nodes the tour first goes through the moves that join each node to one of its
-    `_TWO_OPT_NEIGHBOURS` nearest (neighbour lists, O(n k) a move), which are most of the
-    improving ones; the full search then finishes from there, so the result is still a tour no
-    2-opt move improves. A ring over 1,000 machines: 0.6 s (7.9 s with the full search alone).
-    """
-    idx = np.asarray(nodes, np.int64)
-    cost = latency[np.ix_(idx, idx)].copy()
-    finite = cost[np.isfinite(cost)]
-    big = (finite.max() if finite.size else 1.0) * len(idx) * 10 + 1.0
-    cost[~np.isfinite(cost)] = big
-
-    n = len(idx)
-    tour = np.empty(n, np.int64)
-    visited = np.zeros(n, bool)
-    tour[0], visited[0] = 0, True
-    for step in range(1, n):
-        row = np.where(visited, np.inf, cost[tour[step - 1]])
-        tour[step] = int(np.argmin(row))
-        visited[tour[step]] = True
-
-    # 2-opt: replacing edges (a_i, a_i+1) and (a_j, a_j+1) by (a_i, a_j), (a_i+1, a_j+1)
-    # reverses tour[i+1 .. j]; apply the best improving move until none is left.
-    if n > _FULL_TWO_OPT:  # most improving moves first, cheaply; the full search finishes
-        tour = _two_opt_neighbours(cost, tour, big)
-    positions = np.arange(n)
-    allowed = positions[None, :] > positions[:, None] + 1
-    allowed[0, n - 1] = False  # those two edges share a node
-    tolerance = 1e-12 * big
-    # The cost matrix in tour order, kept up to date by reversing the moved block's rows and
-    # columns (O(n × block) a move instead of an O(n²) gather); the next machine's costs are
-    # the same matrix shifted by one position.
-    ordered = cost[np.ix_(tour, tour)]
-    for _ in range(10 * n + 100):
-        edge = np.diagonal(np.roll(ordered, -1, axis=1)).copy()  # cost[tour[i], tour[i + 1]]
-        gain = edge[:, None] + edge[None, :] - ordered - np.roll(ordered, (-1, -1), axis=(0, 1))
-        gain[~allowed] = 0.0
-        best = int(np.argmax(gain))
-        if gain.flat[best] <= tolerance:
-            break
-        i, j = divmod(best, n)
-        tour[i + 1 : j + 1] = tour[i + 1 : j + 1][::-1]
-        ordered[i + 1 : j + 1] = ordered[i + 1 : j + 1][::-1]
-        ordered[:, i + 1 : j + 1] = ordered[:, i + 1 : j + 1][:, ::-1]
-    return idx[tour]
-
-
-def _two_opt_neighbours(cost: np.ndarray, tour: np.ndarray, big: float) -> np.ndarray:
-    """Best-improvement 2-opt over neighbour lists (see `_tour`); `tour` is changed in place."""
-    n = len(tour)
-    k = min(_TWO_OPT_NEIGHBOURS, n - 1)
-    masked = cost.copy()
-    np.fill_diagonal(masked, np.inf)
-    # k nearest of every node, ties by index (stable sort): deterministic.
-    near = np.argsort(masked, axis=1, kind="stable")[:, :k]
-    rows = np.arange(n)
-    tolerance = 1e-12 * big
-    for _ in range(10 * n + 100):
-        position = np.empty(n, np.int64)
-        position[tour] = rows
-        nxt = np.roll(tour, -1)
-        edge = cost[tour, nxt]
-        # New edge (a_i, a_j) with a_j near a_i, or (a_i+1, a_j+1) with a_j+1 near a_i+1.
-        i = np.tile(np.repeat(rows, k), 2)
-        j = np.concatenate([position[near[tour].ravel()], (position[near[nxt].ravel()] - 1) % n])
-        first, second = np.minimum(i, j), np.maximum(i, j)
-        ok = (second > first + 1) & ~((first == 0) & (second == n - 1))
-        first, second = first[ok], second[ok]
-        gain = (
-            edge[first]
-            + edge[second]
-            - cost[tour[first], tour[second]]
-            - cost[nxt[first], nxt[second]]
-        )
-        if not len(gain):
-            break
-        best = int(np.argmax(gain))
-        if gain[best] <= tolerance:
-            break
-        a, b = int(first[best]), int(second[best])
-        tour[a + 1 : b + 1] = tour[a + 1 : b + 1][::-1]
-    return tour
 
 
 # -- pipelines --
@@ -771,7 +686,7 @@ def _resource_problem(job: Job, fleet: Fleet, nodes: np.ndarray, layers: np.ndar
         ids = [fleet.node_id(i) for i in inactive]
         return f"machine(s) {ids} are not active"
     need = job.min_memory_bytes * np.broadcast_to(layers, nodes.shape) / job.layers
-    short = need > fleet.memory_bytes[nodes] * _MEMORY_SLACK
+    short = need > fleet.memory_bytes[nodes] * MEMORY_SLACK
     if short.any():
         r, k = (int(x) for x in np.argwhere(short)[0])
         node = int(nodes[r, k])
@@ -834,7 +749,7 @@ def _resource_problems(job: Job, fleet: Fleet, plan: Plan) -> list[str]:
             problems.append(f"replica {r} stage {k}: machine {node_id} is not active")
         need = job.min_memory_bytes * stage.layers / job.layers
         have = fleet.memory_bytes[stage.node]
-        if need > have * _MEMORY_SLACK:
+        if need > have * MEMORY_SLACK:
             problems.append(
                 f"replica {r} stage {k}: layers [{stage.layer_start}, {stage.layer_end}) need "
                 f"{need / GB:.1f} GB, machine {node_id} has {have / GB:.1f} GB"

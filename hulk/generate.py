@@ -65,11 +65,10 @@ from hulk import io, schemas
 from hulk.errors import InputError
 from hulk.geo import ALIASES, haversine_km, normalise
 from hulk.presets import PAPER_CITIES, PRESETS, build_fleet
-from hulk.settings import GenerateSettings, ValidateSettings
+from hulk.settings import LATENCY_PROBE_BYTES, GenerateSettings, ValidateSettings
 
 __all__ = [
     "FIBER_KM_PER_MS",
-    "LATENCY_PROBE_BYTES",
     "PRESETS",
     "append_day",
     "build_fleet",
@@ -79,7 +78,6 @@ __all__ = [
 ]
 
 FIBER_KM_PER_MS: float = ValidateSettings.model_fields["fiber_km_per_ms"].default
-LATENCY_PROBE_BYTES = 64
 PROBES_FILE = "probes.parquet"
 DAY_US = 86_400_000_000
 EPOCH = dt.date(1970, 1, 1)

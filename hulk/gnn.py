@@ -38,12 +38,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hulk.algorithm1 import GB, candidate_pools
+from hulk.algorithm1 import candidate_pools
 from hulk.assign import QUEUED, placed, waiting
 from hulk.baselines import best_baseline_floor, best_baseline_seconds
 from hulk.cost import Cost, Fleet, Plan, lower_bound
 from hulk.errors import InputError
-from hulk.jobs import Job
+from hulk.jobs import GB, Job
 from hulk.placements import JobPlacement
 from hulk.planner import layer_capacity, plan_job, site_labels
 from hulk.settings import PlannerSettings, Settings

@@ -62,9 +62,9 @@ from typing import Any
 import numpy as np
 
 from hulk import io
-from hulk.cost import GB, Cost, Fleet, Plan, Stage
+from hulk.cost import MEMORY_SLACK, Cost, Fleet, Plan, Stage
 from hulk.errors import InputError
-from hulk.jobs import PRESET_JOBS, Job, job_to_dict, parse_jobs
+from hulk.jobs import GB, PRESET_JOBS, Job, job_to_dict, parse_jobs
 
 SCHEMA = "hulk.placements/v1"
 LATEST = "latest.json"
@@ -599,7 +599,7 @@ def _read_job(
     elif layout == TENSOR and indices:
         share = job.min_memory_bytes / len(indices)
         for i in indices:
-            if share > fleet.memory_bytes[i] * (1 + 1e-9):
+            if share > fleet.memory_bytes[i] * MEMORY_SLACK:
                 check._bad(
                     "placements.memory",
                     "nodes",
@@ -628,7 +628,7 @@ def _check_memory_pipeline(check: _Checker, job: Job, fleet: Fleet, plan: Plan) 
         for k, stage in enumerate(replica):
             need = job.min_memory_bytes * stage.layers / job.layers
             have = fleet.memory_bytes[stage.node]
-            if need > have * (1 + 1e-9):
+            if need > have * MEMORY_SLACK:
                 check._bad(
                     "placements.memory",
                     f"replicas[{r}].stages[{k}]",

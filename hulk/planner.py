@@ -30,7 +30,8 @@ clusters of the fleet's latency with diameter `site_latency_ms` (cities or metro
 
 windows larger than `max_pool` keep their fastest machines; only sets that can hold the model
 count. **Layouts.** Every candidate set is ordered as one open path (nearest neighbour + 2-opt,
-minimising the sum of the job's boundary times ``c = 2 (α + activation / β)``) and laid out as
+`hulk.tours.open_path`, minimising the sum of the job's boundary times
+``c = 2 (α + activation / β)``) and laid out as
 
 * ``single`` — one pipeline (D = 1) on the path's k fastest machines in path order, k doubling
   from the fewest that hold the model to all (also on a path that minimises Σ (c / c_max)^16,
@@ -71,8 +72,8 @@ from scipy.cluster.hierarchy import fcluster, linkage
 from scipy.spatial.distance import squareform
 
 from hulk.cost import (
-    GB,
     GRADIENT_BYTES_PER_PARAM,
+    MEMORY_SLACK,
     Cost,
     Fleet,
     Plan,
@@ -81,12 +82,12 @@ from hulk.cost import (
     micro_batches,
     ring_bottleneck,
 )
-from hulk.jobs import FLOPS_PER_PARAM_TOKEN, Job
+from hulk.jobs import FLOPS_PER_PARAM_TOKEN, GB, Job
 from hulk.settings import PlannerSettings
+from hulk.tours import open_path
 
 __all__ = ["layer_capacity", "layer_split", "plan_job", "site_labels"]
 
-_MEMORY_SLACK = 1 + 1e-9  # as hulk.cost: a stage that fills a machine exactly still fits
 _UNREACHABLE_MS = 1e7  # stands in for an infinite latency when clustering
 # A window grown from a seed ends where the next machine is this much farther (ratio and at
 # least this many seconds): the edge of a city or region.
@@ -102,9 +103,9 @@ def layer_capacity(job: Job, memory_bytes: Sequence[float] | np.ndarray) -> np.n
     """Most layers of `job` each machine can hold: floor(memory × layers / M), at most layers."""
     memory = np.asarray(memory_bytes, float)
     need_per_layer = job.min_memory_bytes / job.layers
-    cap = np.floor(memory * _MEMORY_SLACK / need_per_layer)
+    cap = np.floor(memory * MEMORY_SLACK / need_per_layer)
     # Guard the floor against rounding: the cost model's own test must accept cap layers.
-    cap = np.where(need_per_layer * cap > memory * _MEMORY_SLACK, cap - 1, cap)
+    cap = np.where(need_per_layer * cap > memory * MEMORY_SLACK, cap - 1, cap)
     return np.clip(cap, 0, job.layers).astype(np.int64)
 
 
@@ -338,7 +339,7 @@ class _Ctx:
             np.fill_diagonal(cost, 0.0)
             if bottleneck and len(nodes) > 2:
                 cost = (cost / cost.max()) ** _BOTTLENECK_POWER
-            cached = nodes[_open_path(cost)]
+            cached = nodes[open_path(cost)]
             self._paths[key] = cached
         return cached
 
@@ -449,50 +450,6 @@ def _balanced_cuts(weight: np.ndarray, d: int) -> np.ndarray | None:
     if len(cuts) and (cuts[0] < 1 or (np.diff(cuts) <= 0).any()):
         return None
     return cuts
-
-
-def _open_path(cost: np.ndarray) -> np.ndarray:
-    """A short open path through all points (`cost` (n, n)): nearest neighbour, then 2-opt.
-
-    The path is a tour through an extra point at zero distance from all others, so that cycle
-    2-opt moves (reverse a segment) also move the path's two ends.
-    """
-    n = len(cost)
-    if n <= 2:
-        return np.arange(n)
-    big = float(cost[np.isfinite(cost)].max()) * (n + 1) * 10 + 1.0
-    full = np.zeros((n + 1, n + 1))
-    full[:n, :n] = np.where(np.isfinite(cost), cost, big)
-    size = n + 1
-    # Nearest neighbour from the dummy point n (its first step takes the cheapest start: 0).
-    tour = np.empty(size, np.int64)
-    visited = np.zeros(size, bool)
-    tour[0], visited[n] = n, True
-    current = n
-    for step in range(1, size):
-        row = np.where(visited, np.inf, full[current])
-        current = int(np.argmin(row))
-        tour[step] = current
-        visited[current] = True
-    positions = np.arange(size)
-    allowed = positions[None, :] > positions[:, None] + 1
-    allowed[0, size - 1] = False
-    tolerance = 1e-12 * big
-    ring = np.empty(size + 1, np.int64)
-    for _ in range(10 * size + 100):
-        ring[:size], ring[size] = tour, tour[0]
-        sub = full[np.ix_(ring, ring)]  # sub[i, j]: tour[i] to tour[j], cyclically
-        edge = np.diagonal(sub, 1)
-        gain = edge[:, None] + edge[None, :] - sub[:-1, :-1] - sub[1:, 1:]
-        gain[~allowed] = 0.0
-        best = int(np.argmax(gain))
-        if gain.flat[best] <= tolerance:
-            break
-        i, j = divmod(best, size)
-        tour[i + 1 : j + 1] = tour[i + 1 : j + 1][::-1]
-    start = int(np.flatnonzero(tour == n)[0])
-    path = np.roll(tour, -start)[1:]
-    return path
 
 
 def _site_distances(latency: np.ndarray, pool: np.ndarray, site: np.ndarray, k: int) -> np.ndarray:
@@ -832,7 +789,7 @@ def _reachable_pools(ctx: _Ctx, nodes: Sequence[int] | np.ndarray) -> list[np.nd
     if not len(active):
         return Cost.infeasible(f"{job.name}: no active machine among the {len(idx)} given")
     have = float(fleet.memory_bytes[active].sum())
-    if have < need / _MEMORY_SLACK:
+    if have < need / MEMORY_SLACK:
         return Cost.infeasible(
             f"{job.name} needs {need / GB:.0f} GB; its {len(active)} active machine(s) have "
             f"{have / GB:.0f} GB"

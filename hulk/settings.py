@@ -97,9 +97,14 @@ class GenerateSettings(Section):
         return value
 
 
+# Latency probes are the 64-byte messages of the logs (DESIGN.md §3): the generator writes them
+# this size, validation and ingest tell them from throughput probes by it.
+LATENCY_PROBE_BYTES = 64
+
+
 class IngestSettings(Section):
     window_days: PositiveInt = 90
-    latency_probe_bytes: PositiveInt = 64
+    latency_probe_bytes: PositiveInt = LATENCY_PROBE_BYTES
     # Duckdb resources; the ingest target is 2 GB peak on 2 cores.
     threads: PositiveInt = 2
     memory_limit: str = "1GB"

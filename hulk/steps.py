@@ -116,7 +116,7 @@ STEPS: tuple[Step, ...] = (
         deps=_fleet,
         outs=lambda s: [_data(s, schemas.GRAPH_DIR)],
         params=("hardware", "graph"),
-        code=("hulk/graph.py",),
+        code=("hulk/graph.py", "hulk/hardware.py"),
     ),
     Step(
         name="corpus",
@@ -127,7 +127,14 @@ STEPS: tuple[Step, ...] = (
             s.corpus.path.with_suffix(".json").as_posix(),
         ],
         params=("seed", "corpus", "generate", "teacher", "planner", "hardware", "graph"),
-        code=("hulk/corpus.py", "hulk/teacher.py", "hulk/planner.py", "hulk/cost.py"),
+        code=(
+            "hulk/corpus.py",
+            "hulk/teacher.py",
+            "hulk/planner.py",
+            "hulk/cost.py",
+            "hulk/hardware.py",
+            "hulk/tours.py",
+        ),
     ),
     Step(
         name="prior",
@@ -222,7 +229,13 @@ STEPS: tuple[Step, ...] = (
         outs=lambda s: [(s.assign.placements_dir / "latest.png").as_posix()],
         plots=lambda s: [_data(s, METRICS_DIR, ITERATION_TIMES)],
         params=("hardware", "graph"),
-        code=("hulk/evaluate.py", "hulk/cost.py", "hulk/baselines.py"),
+        code=(
+            "hulk/evaluate.py",
+            "hulk/cost.py",
+            "hulk/hardware.py",
+            "hulk/tours.py",
+            "hulk/baselines.py",
+        ),
         retried=False,
     ),
 )

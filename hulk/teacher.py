@@ -68,9 +68,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hulk.cost import GB, Cost, Fleet, Plan
+from hulk.cost import MEMORY_SLACK, Cost, Fleet, Plan
 from hulk.errors import InputError
-from hulk.jobs import Job
+from hulk.jobs import GB, Job
 from hulk.planner import layer_capacity, plan_job, site_labels
 from hulk.settings import PlannerSettings, TeacherSettings
 
@@ -131,7 +131,7 @@ def never_fits(jobs: Sequence[Job], fleet: Fleet) -> dict[int, str]:
     reasons: dict[int, str] = {}
     for index, job in enumerate(jobs):
         need = job.min_memory_bytes
-        if need > total * (1 + 1e-9):
+        if need > total * MEMORY_SLACK:
             reasons[index] = (
                 f"job {job.name} needs {need / GB:.0f} GB but the fleet's {len(active)} active "
                 f"machines have {total / GB:.0f} GB in all ({(need - total) / GB:.0f} GB short)"
@@ -145,7 +145,7 @@ def never_fits(jobs: Sequence[Job], fleet: Fleet) -> dict[int, str]:
             best_memory = max(best_memory, float(fleet.memory_bytes[active[inside]].sum()))
         if best_layers >= job.layers:
             continue
-        if best_memory * (1 + 1e-9) < need:
+        if best_memory * MEMORY_SLACK < need:
             reasons[index] = (
                 f"job {job.name} needs {need / GB:.0f} GB but the largest group of active "
                 f"machines that can reach each other has {best_memory / GB:.0f} GB "
@@ -308,7 +308,7 @@ def _admission_order(jobs: Sequence[Job]) -> list[int]:
 def _admit(jobs: Sequence[Job], total_memory: float) -> list[int]:
     admitted, free = [], total_memory
     for j in _admission_order(jobs):
-        if jobs[j].min_memory_bytes <= free * (1 + 1e-9):
+        if jobs[j].min_memory_bytes <= free * MEMORY_SLACK:
             admitted.append(j)
             free -= jobs[j].min_memory_bytes
     return admitted

@@ -56,9 +56,8 @@ from hulk import schemas
 from hulk.errors import InputError
 from hulk.findings import Finding
 from hulk.parquet_columns import LOG_RULES, checked_schema
-from hulk.settings import ValidateSettings
+from hulk.settings import LATENCY_PROBE_BYTES, ValidateSettings
 from hulk.validation._common import (
-    LATENCY_PROBE_BYTES,
     Machines,
     Tally,
     finding,

@@ -12,8 +12,8 @@ import pandas as pd
 
 from hulk import io, schemas
 from hulk.findings import Finding
-from hulk.settings import ValidateSettings
-from hulk.validation._common import LATENCY_PROBE_BYTES, json_value, utc_timestamp
+from hulk.settings import LATENCY_PROBE_BYTES, ValidateSettings
+from hulk.validation._common import json_value, utc_timestamp
 from hulk.validation._gx import GxSession
 from hulk.validation.inventory import read_inventory, validate_inventory
 from hulk.validation.links import read_links, validate_links

@@ -16,11 +16,10 @@ from hulk.graph import (
     NODE_FEATURES,
     build_fleet_graph,
     fleet_data,
-    link_bandwidth_gbps,
     load_fleet_data,
-    node_compute_tflops,
     save_fleet_graph,
 )
+from hulk.hardware import link_bandwidth_gbps, node_compute_tflops
 from hulk.importer import import_hulk
 from hulk.settings import Settings
 
