@@ -140,7 +140,7 @@ class GraphSettings(Section):
 
 
 class HardwareSettings(Section):
-    # Peak dense fp16/bf16 TFLOPS per GPU by CUDA compute capability (DESIGN.md §4).
+    # Peak dense fp16/bf16 TFLOPS per GPU by CUDA compute capability (docs/design.md#cost-model).
     peak_tflops: dict[float, PositiveFloat] = {
         6.1: 11.3,
         7.0: 125,
@@ -203,7 +203,7 @@ class TeacherSettings(Section):
 
 
 class AssignSettings(Section):
-    # The upcoming jobs (CONTRACTS.md jobs file) and where `hulk assign` writes placements.
+    # The upcoming jobs (docs/contracts.md#jobs-file) and where `hulk assign` writes placements.
     jobs_file: Annotated[Path, Field(strict=False)] = Path("data/jobs/upcoming.yaml")
     placements_dir: Annotated[Path, Field(strict=False)] = Path("data/placements")
     # gnn | teacher | A | B | C (hulk.assign.STRATEGIES), or auto: gnn once a champion model

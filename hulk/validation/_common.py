@@ -14,7 +14,8 @@ from hulk.errors import InputError
 from hulk.findings import Finding, Severity
 from hulk.geo import fiber_floor_ms, haversine_km
 
-# Latency probes are the 64-byte messages (DESIGN.md §3; `ingest.latency_probe_bytes`).
+# Latency probes are the 64-byte messages (docs/contracts.md#latency-logs;
+# `ingest.latency_probe_bytes`).
 LATENCY_PROBE_BYTES = 64
 # Machines, pairs or days named in one finding's message before "… and N more".
 NAMED_IN_MESSAGE = 10
