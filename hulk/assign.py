@@ -9,8 +9,9 @@ order. The strategies are a table (`STRATEGIES`: name → function), so a new on
   with the teacher's `InputError`.
 * ``gnn`` — the trained model; until a champion model is registered it is a clear error
   ("no champion model yet: run `hulk train`").
-* ``A``, ``B``, ``C`` — the paper's baselines (`hulk.baselines`, DESIGN.md §5). Each uses the
-  WHOLE fleet for every job, so the jobs run one after another (schedule ``sequential``). The
+* ``A``, ``B``, ``C`` — the paper's baselines (`hulk.baselines`, docs/design.md#baselines).
+  Each uses the WHOLE fleet for every job, so the jobs run one after another (schedule
+  ``sequential``). The
   file states exactly that, without breaking the contract's "a node serves at most one job":
   in run order (priority, highest first, then input order) the first job the system can run is
   ``placed`` with the system's own plan (System C, tensor parallel, has no pipeline stages: its
@@ -18,7 +19,8 @@ order. The strategies are a table (`STRATEGIES`: name → function), so a new on
   it can run is ``queued`` with ``run_order`` and a reason naming the job it waits for; a job
   the system cannot run at all is ``infeasible`` with the system's reason. A queued job's time
   under the system is its ``baselines`` entry. ``makespan_s`` is the sum over the jobs that run
-  (DESIGN.md §4: a whole-fleet system → the sum over jobs); infeasible jobs are not in it.
+  (docs/design.md#cost-model: a whole-fleet system → the sum over jobs); infeasible jobs
+  are not in it.
 
 For the concurrent strategies ``makespan_s`` is the slowest placed job's iteration time
 (queued jobs have no estimate yet, so they are not in it).

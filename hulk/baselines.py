@@ -1,4 +1,4 @@
-"""The paper's three baselines (DESIGN.md §5), timed with the cost model of `hulk.cost`.
+"""The paper's three baselines (docs/design.md#baselines), timed with the cost model of `hulk.cost`.
 
 Each uses the fleet's *active* machines only and returns ``(Cost, Plan | None)``; the plan is
 None when the system cannot run the job (and always for C, which is no pipeline plan). Machines

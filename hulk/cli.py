@@ -1,4 +1,4 @@
-"""The `hulk` command line (CONTRACTS.md): one sub-command per pipeline step.
+"""The `hulk` command line (docs/contracts.md#command-line): one sub-command per step.
 
 Every command is a thin caller of hulk.pipeline; every option defaults to params.yaml, so the
 bare command works on the embedded default data. Bad input ends in a message and exit code 2,

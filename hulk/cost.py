@@ -1,4 +1,4 @@
-"""The cost model: seconds per training iteration of a placement (DESIGN.md §4).
+"""The cost model: seconds per training iteration of a placement (docs/design.md#cost-model).
 
 Every plan — the GNN's, the teacher search's, the baselines' — is judged by these formulas.
 
@@ -346,7 +346,7 @@ class Plan:
         return nodes, np.array([e - s for s, e in bounds], np.int64)
 
     def to_records(self, fleet: Fleet) -> list[dict[str, Any]]:
-        """The placements-file shape (CONTRACTS.md): node ids, half-open layer ranges."""
+        """The placements-file shape (docs/contracts.md#placements-file): node ids, layer ranges."""
         return [
             {
                 "stages": [
@@ -404,7 +404,7 @@ class Cost:
         return cls(math.inf, math.inf, math.inf, False, reason)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe form (CONTRACTS.md ``estimate``/``baselines``): non-finite times → None."""
+        """JSON-safe ``estimate``/``baselines`` (docs/contracts.md#placements-file): inf → None."""
 
         def seconds(value: float) -> float | None:
             return float(value) if math.isfinite(value) else None

@@ -1,13 +1,13 @@
 """Evaluate a placements file: each job's plan, its cost, the baselines and the lower bound.
 
 `evaluate(placements, fleet)` recomputes every figure from the file's plans on the given fleet
-with the cost model (DESIGN.md §4) — the plan is what the file promises, the figures follow
-from it — and notes where the file's stored estimate disagrees (a different fleet snapshot, or a
-file written by another tool). `plot_costs` draws them: per job, one stacked bar per system
-(the file's plan, Systems A, B, C), compute below and communication above, on a log axis
-(System C is ~1e6 s where the plans take seconds), with the lower bound as a dashed line.
-A system that cannot run a job gets no bar but an "infeasible" mark; a job without machines
-gets its status as the plan's mark.
+with the cost model (docs/design.md#cost-model) — the plan is what the file promises, the
+figures follow from it — and notes where the file's stored estimate disagrees (a different
+fleet snapshot, or a file written by another tool). `plot_costs` draws them: per job, one
+stacked bar per system (the file's plan, Systems A, B, C), compute below and communication
+above, on a log axis (System C is ~1e6 s where the plans take seconds), with the lower bound as
+a dashed line. A system that cannot run a job gets no bar but an "infeasible" mark; a job
+without machines gets its status as the plan's mark.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Import the paper's published fleet format: a node file and an edge file (DESIGN.md §3).
+"""Import the paper's published fleet format: a node file and an edge file.
+
+The format: docs/contracts.md#paper-format.
 
 The node file is a CSV with a header: ``node, City, Capability, Memory`` and optionally
 ``gpus`` (GPUs per machine; `default_gpu_count` when absent). Header names are trimmed and

@@ -1,6 +1,6 @@
 """Link statistics over the rolling window, computed by DuckDB straight from the raw logs.
 
-The raw latency logs (DESIGN.md §3) are Parquet files partitioned by day
+The raw latency logs (docs/contracts.md#latency-logs) are Parquet files partitioned by day
 (`logs/day=YYYY-MM-DD/*.parquet`), or a folder of CSV files with the same columns. `link_stats`
 reduces the probes of the rolling window to one row per unordered machine pair (schemas.LINKS):
 

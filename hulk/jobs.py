@@ -1,7 +1,9 @@
-"""Training jobs: the jobs file (CONTRACTS.md), the public presets (DESIGN.md §6) and sizes.
+"""Training jobs: the jobs file, the public presets and sizes.
+
+The jobs file: docs/contracts.md#jobs-file; the presets: docs/design.md#job-presets.
 
 A `Job` describes one model to train. Its derived sizes are the inputs of the cost model
-(DESIGN.md §4, `hulk.cost`):
+(docs/design.md#cost-model, `hulk.cost`):
 
 * ``params = params_b × 1e9`` parameters (rounded to a whole count);
 * ``flops_per_iteration = 6 × params × global_batch × seq_len`` (forward + backward over one
@@ -125,7 +127,7 @@ def _job_problems(job: Job) -> list[str]:
     return problems
 
 
-# --- presets (DESIGN.md §6) -------------------------------------------------------------------
+# --- presets (docs/design.md#job-presets) -----------------------------------------------------
 
 PRESET_JOBS: dict[str, Job] = {
     job.name: job

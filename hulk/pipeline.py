@@ -4,14 +4,15 @@ Each step reads its inputs from files, calls the pure library functions and writ
 atomically. The CLI, the Prefect flows and the DVC stages all call these, so there is one code
 path. A step that finds an error raises before writing anything downstream.
 
-Layout of a data folder (DESIGN.md §3):
+Layout of a data folder (docs/design.md#data-folder):
     machines.csv        inventory
     logs/day=…/         raw latency logs, one partition per UTC day
     quarantine.parquet  raw rows kept out of the link table, with the rule that caught them
     validation/         report.json, validated.json, Great Expectations Data Docs (docs/)
     links.parquet       link table over the window
     graph/              fleet graph snapshot
-    placements/         `hulk assign` / `hulk replan`: <run-id>.json and latest.json (CONTRACTS.md)
+    placements/         `hulk assign` / `hulk replan`: <run-id>.json and latest.json
+                        (docs/contracts.md#placements-file)
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
-"""The placements file (CONTRACTS.md): the published output of an assignment, written and read.
+"""The placements file: the published output of an assignment, written and read.
+
+The contract: docs/contracts.md#placements-file.
 
 One JSON document per run, ``<placements dir>/<run-id>.json``, plus ``latest.json`` replaced
-atomically (`write_placements`). Other tools read this shape, so the keys of CONTRACTS.md are
+atomically (`write_placements`). Other tools read this shape, so the keys of docs/contracts.md are
 never renamed or dropped; this module only *adds* keys:
 
 * top level: ``strategy`` (``gnn`` | ``teacher`` | ``A`` | ``B`` | ``C``), ``seed``, ``schedule``
@@ -18,9 +20,10 @@ never renamed or dropped; this module only *adds* keys:
 UTC start time and a short hash of the inputs (fleet snapshot, jobs, strategy, seed, model):
 ``2026-11-21T02-00-00Z-1a2b3c``. Numbers are JSON-safe: a non-finite time is ``null``.
 
-Every job's entry carries the baselines (Systems A, B, C over the *whole* fleet, DESIGN.md §5)
-whatever its status, since they do not depend on the placement; ``estimate`` (the plan's cost
-and ``lower_bound_s`` = work / Σ F over the job's machines) is null for jobs without machines.
+Every job's entry carries the baselines (Systems A, B, C over the *whole* fleet:
+docs/design.md#baselines) whatever its status, since they do not depend on the placement;
+``estimate`` (the plan's cost and ``lower_bound_s`` = work / Σ F over the job's machines) is
+null for jobs without machines.
 
 `read_placements` checks a file strictly and raises one `InputError` naming the file, the job
 and the field for every problem found (the first in the message, all as examples):
@@ -259,7 +262,7 @@ def build_document(
     model: Mapping[str, Any] | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The placements document of CONTRACTS.md for `placements` on `fleet`.
+    """The placements document (docs/contracts.md) for `placements` on `fleet`.
 
     `started` (default: now) names the run; `generated_at` (default: now) is when the document
     was produced. `extra` adds top-level keys (e.g. ``replan``).

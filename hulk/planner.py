@@ -1,4 +1,4 @@
-"""The stage planner: the fastest plan (DESIGN.md §4) for one job on a given set of machines.
+"""The stage planner: the fastest plan (docs/design.md#cost-model) of one job on a machine set.
 
 `plan_job(job, fleet, nodes, settings)` chooses the data-parallel degree D, which machines of
 `nodes` form each of the D pipelines and in what order, and how many layers each stage holds,

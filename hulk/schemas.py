@@ -1,4 +1,4 @@
-"""Column contracts of the files under data/ (DESIGN.md §3), in one place.
+"""Column contracts of the files under data/ (docs/contracts.md), in one place.
 
 Each schema maps a column to its pandas dtype. Writers cast to it; validation checks against it.
 """

@@ -97,7 +97,7 @@ class GenerateSettings(Section):
         return value
 
 
-# Latency probes are the 64-byte messages of the logs (DESIGN.md §3): the generator writes them
+# Latency probes are the 64-byte messages of the logs (docs/contracts.md#latency-logs): the generator writes them
 # this size, validation and ingest tell them from throughput probes by it.
 LATENCY_PROBE_BYTES = 64
 
@@ -145,7 +145,7 @@ class GraphSettings(Section):
 
 
 class HardwareSettings(Section):
-    # Peak dense fp16/bf16 TFLOPS per GPU by CUDA compute capability (DESIGN.md §4).
+    # Peak dense fp16/bf16 TFLOPS per GPU by CUDA compute capability (docs/design.md#cost-model).
     peak_tflops: dict[float, PositiveFloat] = {
         6.1: 11.3,
         7.0: 125,
@@ -208,7 +208,7 @@ class TeacherSettings(Section):
 
 
 class AssignSettings(Section):
-    # The upcoming jobs (CONTRACTS.md jobs file) and where `hulk assign` writes placements.
+    # The upcoming jobs (docs/contracts.md#jobs-file) and where `hulk assign` writes placements.
     jobs_file: Annotated[Path, Field(strict=False)] = Path("data/jobs/upcoming.yaml")
     placements_dir: Annotated[Path, Field(strict=False)] = Path("data/placements")
     # gnn | teacher | A | B | C (hulk.assign.STRATEGIES), or auto: gnn once a champion model

@@ -1,4 +1,4 @@
-"""Systems A, B, C (DESIGN.md §5): hand-computed tiny fleets and the paper's 47-machine fleet."""
+"""Systems A, B, C (docs/design.md#baselines): hand-computed tiny fleets and the paper's fleet."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Cost model (DESIGN.md §4) and jobs: hand-computed figures, relays, feasibility, job files."""
+"""Cost model (docs/design.md#cost-model), jobs: hand-computed figures, relays, feasibility."""
 
 from __future__ import annotations
 

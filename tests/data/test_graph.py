@@ -60,7 +60,7 @@ def _links() -> pd.DataFrame:
 
 def test_compute_follows_the_cost_model(settings: Settings) -> None:
     tflops = node_compute_tflops(_inventory(), settings.hardware)
-    # gpu_count × peak TFLOPS(capability) × MFU (DESIGN.md §4)
+    # gpu_count × peak TFLOPS(capability) × MFU (docs/design.md#cost-model)
     assert tflops == pytest.approx([8 * 312 * 0.4, 4 * 71 * 0.4, 8 * 11.3 * 0.4])
 
 
