@@ -2,9 +2,9 @@
 
 For each fleet family the training corpus does not contain, the bench builds a data folder the
 way a user would (generated logs, or the paper's import format), runs one night's learning
-through the pipeline's own steps (validate → ingest → labels → train: fine-tune from the prior,
-gate, register) and then places NEW job mixes — drawn from the same pool as the fleet's samples,
-none of them among the labels — with
+through the pipeline's own steps (validate → ingest → graph → labels → train: fine-tune from
+the prior, gate, register) and then places NEW job mixes — drawn from the same pool as the
+fleet's samples, none of them among the labels — with
 
 * the teacher (the nightly search, `assign.strategy: teacher`): the reference makespan;
 * the prior alone (the model before the fine-tune);
@@ -137,9 +137,11 @@ def _generated(settings: Settings) -> None:
 
 
 def _night(settings: Settings, workers: int) -> dict:
-    """The learning half of one night: the fleet's labels (on `workers` processes), train."""
+    """The learning half of one night: graph, the fleet's labels (on `workers` processes),
+    train."""
 
     context = multiprocessing.get_context("spawn")
+    steps.run("graph", settings)
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         labels = steps.run("labels", settings, map_labels=pool.map).summary
     train = steps.run("train", settings).summary

@@ -185,16 +185,26 @@ def job_features(jobs: Sequence[Job], active_memory_bytes: float) -> np.ndarray:
 
 
 def encode_inputs(
-    inventory: pd.DataFrame, links: pd.DataFrame, jobs: Sequence[Job], settings: Settings
+    inventory: pd.DataFrame,
+    links: pd.DataFrame,
+    jobs: Sequence[Job],
+    settings: Settings,
+    graph: Any = None,
 ) -> tuple[dict[str, torch.Tensor], list[int]]:
     """The model's inputs for a fleet and its jobs, and the size order of the jobs.
 
     Returns (``{"x", "edge_index", "edge_attr", "jobs", "active"}``, order): the tensors of a
     sample (machines in node_id order) without the labels, and `order_jobs(jobs)`, so that
-    class k of the model is ``jobs[order[k]]`` and class ``len(jobs)`` is idle.
+    class k of the model is ``jobs[order[k]]`` and class ``len(jobs)`` is idle. `graph`: the
+    fleet's tensors as the graph step saved them (else they are built from the frames).
     """
     inventory = inventory.sort_values("node_id", kind="stable").reset_index(drop=True)
-    data = fleet_data(inventory, links, settings.hardware, settings.graph.bandwidth_tiers)
+    if graph is None:
+        data = fleet_data(inventory, links, settings.hardware, settings.graph.bandwidth_tiers)
+    else:  # the graph step's tensors of this very fleet (`hulk.graph.load_model_graph`)
+        data = graph
+        if not np.array_equal(data.node_id.numpy(), inventory["node_id"].to_numpy(np.int64)):
+            raise ValueError("the fleet graph's machines differ from the inventory's")
     active = (inventory["status"] == schemas.STATUS_ACTIVE).fillna(False).to_numpy(bool)
     active_memory = float(inventory["memory_gb"].to_numpy(float)[active].sum()) * GB
     order = order_jobs(jobs)

@@ -18,7 +18,9 @@ the links missing.
 **Samples.** On every training snapshot: ``mixes`` job mixes on the whole fleet, ``subfleets``
 on a sub-fleet (a share ``removed_cities`` of its cities left out, at least one machine kept)
 and ``drained`` with a share ``drained_fraction`` of the active machines drained, as after
-failures. The upcoming jobs (the jobs file) are one more mix on the newest training snapshot.
+failures; as many times over as it takes to reach ``min_train_samples`` on all the training
+snapshots together (a short log has few blocks: each gives more samples). The upcoming jobs
+(the jobs file) are one more mix on the newest training snapshot.
 On the held-out snapshot: the upcoming jobs and ``eval_mixes`` drawn mixes, whole fleet.
 
 **Mixes** draw 1..``max_jobs`` jobs from the pool (the jobs file, the jobs of recently published
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -192,14 +195,16 @@ def draw_samples(
     samples: list[FleetSample] = []
     training = [s for s in snapshots if not s.held_out]
     newest_training = training[-1].name if training else None
+    per_round = fs.mixes + fs.subfleets + fs.drained
+    rounds = max(1, math.ceil(fs.min_train_samples / max(1, per_round * len(training))))
     for snapshot in snapshots:
         plan: list[tuple[str, int]] = []
         if snapshot.held_out:
             plan += [("fleet", k) for k in range(fs.eval_mixes)]
         else:
-            plan += [("fleet", k) for k in range(fs.mixes)]
-            plan += [("subfleet", k) for k in range(fs.subfleets)]
-            plan += [("drained", k) for k in range(fs.drained)]
+            plan += [("fleet", k) for k in range(fs.mixes * rounds)]
+            plan += [("subfleet", k) for k in range(fs.subfleets * rounds)]
+            plan += [("drained", k) for k in range(fs.drained * rounds)]
         with_upcoming = snapshot.held_out or snapshot.name == newest_training
         if with_upcoming and upcoming:
             plan.insert(0, ("upcoming", 0))

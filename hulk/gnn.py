@@ -9,6 +9,13 @@
    wins. A pool whose compute alone cannot beat the best plan so far is skipped, and a job
    stops at a plan no slower than the slowest job placed before it. The machines the winning
    plan leaves out go back to the free pool.
+   The same jobs laid out on exactly the model's groups (each machine's most likely class, with
+   the full planner search) are the other candidate on fleets of up to twice
+   `planner.max_pool` active machines and wherever a job had to wait: when every group holds
+   its job and the makespan is shorter (or more jobs are placed), these plans are kept. A
+   model that has learnt the teacher's groups gets the teacher's balance between jobs this
+   way; the greedy pools make each job as fast as they can, largest first, and may leave too
+   little for the jobs after it.
 3. The slowest job is then offered the machines no job took (`assign.gnn_idle_rounds` times)
    when they and its own fit in one planner search (`planner.max_pool`), and keeps a faster
    plan if the planner finds one. Jobs are placed largest first without knowing what the
@@ -130,6 +137,20 @@ def gnn_decide(
         plans[job_index] = found
         slowest = max(slowest, found[1].iteration_s)
 
+    # The model's own groups: on a small fleet, where the jobs compete for the same machines
+    # and each layout is cheap, and wherever a job had to wait. On a large fleet the greedy
+    # pools rarely starve a job, and a full search per group costs more than the whole
+    # decision (measured: 55x -> 28x the teacher's speed at 1,000 machines).
+    grouped = None
+    if queued or int(fleet.active.sum()) <= 2 * settings.planner.max_pool:
+        with _timed(spent, "planner"):
+            grouped = _group_plans(jobs, fleet, favourite, order, planner)
+    if grouped is not None and _better(grouped, plans):
+        plans, queued = grouped, {}
+        free = fleet.active.copy()
+        for plan, _ in plans.values():
+            free[list(plan.nodes)] = False
+
     for _ in range(settings.assign.gnn_idle_rounds):
         if not plans or not free.any():
             break
@@ -179,6 +200,42 @@ def gnn_placements(
         else:
             placements.append(waiting(job, fleet, QUEUED, decision.waiting[index]))
     return GnnOutcome(placements, None, decision)
+
+
+def _group_plans(
+    jobs: Sequence[Job],
+    fleet: Fleet,
+    favourite: np.ndarray,
+    order: Sequence[int],
+    planner: _PoolPlanner,
+) -> dict[int, tuple[Plan, Cost]] | None:
+    """Every job laid out on exactly the machines the model gives it (its most likely class),
+    with the full planner search (one search per job), or None when a group cannot hold its
+    job. A model that has learnt the teacher's groups
+    gets the teacher's balance between the jobs here, which the greedy pools (each job's
+    fastest plan, largest job first) do not look for."""
+    plans: dict[int, tuple[Plan, Cost]] = {}
+    for rank, job_index in enumerate(order):
+        job = jobs[job_index]
+        group = np.flatnonzero((favourite == rank) & fleet.active)
+        if layer_capacity(job, fleet.memory_bytes[group]).sum() < job.layers:
+            return None
+        plan, cost = plan_job(job, fleet, group, planner.settings.planner)
+        if plan is None or not cost.feasible:
+            return None
+        plans[job_index] = (plan, cost)
+    return plans
+
+
+def _better(candidate: dict[int, tuple[Plan, Cost]], current: dict[int, tuple[Plan, Cost]]) -> bool:
+    """Whether `candidate` places more jobs, or as many with a shorter makespan."""
+    if len(candidate) != len(current):
+        return len(candidate) > len(current)
+    if not current:
+        return False
+    return max(c.iteration_s for _, c in candidate.values()) < max(
+        c.iteration_s for _, c in current.values()
+    ) * (1 - 1e-9)
 
 
 @dataclass

@@ -8,6 +8,7 @@ steps can say which fleet they planned for.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ import torch
 from torch_geometric.data import Data
 
 from hulk import io
+from hulk.errors import InputError
 from hulk.hardware import link_bandwidth_gbps, link_ends, node_compute_tflops
 from hulk.schemas import STATUS_ACTIVE
 from hulk.settings import BandwidthTier, HardwareSettings
@@ -180,7 +182,52 @@ def snapshot_id(links_file: Path) -> str:
     return io.sha256_file(links_file)
 
 
-def save_fleet_graph(fleet: FleetGraph, out_dir: Path, inventory_sha256: str) -> dict:
+def features_sha256(hardware: HardwareSettings, tiers: list[BandwidthTier]) -> str:
+    """sha256 of the settings the graph's features are computed with (compute, bandwidth)."""
+    record = {
+        "hardware": hardware.model_dump(mode="json"),
+        "bandwidth_tiers": [tier.model_dump(mode="json") for tier in tiers],
+    }
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
+
+
+def load_model_graph(
+    graph_dir: Path,
+    links_file: Path,
+    inventory_file: Path,
+    hardware: HardwareSettings,
+    tiers: list[BandwidthTier],
+) -> Data:
+    """The graph step's tensors, which the model reads at assignment time, after checking they
+    were built from this link table and inventory with these settings: the snapshot the
+    placements file names is the one the model saw.
+
+    Raises `InputError` (rule ``graph.stale``) when the graph is missing or was built from
+    other inputs.
+    """
+    record_file = graph_dir / SNAPSHOT
+    if not record_file.exists():
+        raise InputError(graph_dir, "graph.stale", "no fleet graph: run `hulk graph` first")
+    record = json.loads(record_file.read_text(encoding="utf-8"))
+    wanted = {
+        "snapshot": snapshot_id(links_file),
+        "inventory_sha256": io.sha256_file(inventory_file),
+        "features_sha256": features_sha256(hardware, tiers),
+    }
+    stale = [key for key, value in wanted.items() if record.get(key) != value]
+    if stale:
+        raise InputError(
+            graph_dir,
+            "graph.stale",
+            f"the fleet graph was built from another {', '.join(stale)} than the data folder's "
+            "now: run `hulk graph` (the nightly flow does)",
+        )
+    return load_fleet_data(graph_dir)
+
+
+def save_fleet_graph(
+    fleet: FleetGraph, out_dir: Path, inventory_sha256: str, features: str | None = None
+) -> dict:
     """Write tensors (loadable with weights_only=True), node-link JSON and the snapshot record."""
     out_dir.mkdir(parents=True, exist_ok=True)
     tensors = {
@@ -199,6 +246,7 @@ def save_fleet_graph(fleet: FleetGraph, out_dir: Path, inventory_sha256: str) ->
     record = {
         "snapshot": fleet.snapshot,
         "inventory_sha256": inventory_sha256,
+        "features_sha256": features,
         "nodes": fleet.graph.number_of_nodes(),
         "links": fleet.graph.number_of_edges(),
         "active_nodes": int(fleet.data.x[:, NODE_FEATURES.index("active")].sum().item()),

@@ -15,7 +15,8 @@ from hulk.settings import BandwidthTier, HardwareSettings
 
 
 def node_compute_tflops(inventory: pd.DataFrame, hardware: HardwareSettings) -> np.ndarray:
-    """Sustained TFLOPS per machine: gpu_count × peak(capability) × MFU (docs/design.md#cost-model)."""
+    """Sustained TFLOPS per machine: gpu_count × peak(capability) × MFU
+    (docs/design.md#cost-model)."""
     peak = inventory["compute_capability"].round(1).map(hardware.peak_tflops)
     unknown = inventory.loc[peak.isna(), ["node_id", "compute_capability"]]
     if len(unknown):

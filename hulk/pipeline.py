@@ -293,7 +293,7 @@ def _validated_quarantine(
 
 
 def graph(data_dir: Path, settings: Settings) -> StepResult:
-    from hulk.graph import build_fleet_graph, save_fleet_graph, snapshot_id
+    from hulk.graph import build_fleet_graph, features_sha256, save_fleet_graph, snapshot_id
     from hulk.validation import read_inventory
 
     inventory_file = data_dir / schemas.INVENTORY_FILE
@@ -310,7 +310,10 @@ def graph(data_dir: Path, settings: Settings) -> StepResult:
         snapshot=snapshot_id(links_file),
     )
     out_dir = data_dir / schemas.GRAPH_DIR
-    record = save_fleet_graph(fleet, out_dir, inventory_sha256=io.sha256_file(inventory_file))
+    features = features_sha256(settings.hardware, settings.graph.bandwidth_tiers)
+    record = save_fleet_graph(
+        fleet, out_dir, inventory_sha256=io.sha256_file(inventory_file), features=features
+    )
     return StepResult(outputs={"graph": out_dir}, summary=record)
 
 
@@ -389,7 +392,7 @@ def assign(
     fleet, inventory, links = load_fleet(data_dir, settings)
     model_record = None
     if strategy == "gnn":
-        placed, model_record = _gnn_assign(jobs, fleet, inventory, links, settings, seed)
+        placed, model_record = _gnn_assign(data_dir, jobs, fleet, inventory, links, settings, seed)
     else:
         placed = assign_jobs(jobs, fleet, strategy, settings, seed)
     info = pl.fleet_info(fleet, data_dir / schemas.LINKS_FILE, data_dir / schemas.INVENTORY_FILE)
@@ -417,7 +420,21 @@ def assign(
     )
 
 
+def model_graph(data_dir: Path, settings: Settings):
+    """The graph step's tensors of the data folder's fleet (`hulk.graph.load_model_graph`)."""
+    from hulk.graph import load_model_graph
+
+    return load_model_graph(
+        data_dir / schemas.GRAPH_DIR,
+        data_dir / schemas.LINKS_FILE,
+        data_dir / schemas.INVENTORY_FILE,
+        settings.hardware,
+        settings.graph.bandwidth_tiers,
+    )
+
+
 def _gnn_assign(
+    data_dir: Path,
     jobs: list,
     fleet: Fleet,
     inventory: pd.DataFrame,
@@ -441,7 +458,9 @@ def _gnn_assign(
     from hulk.train import deterministic_torch
 
     model = model_from_state(config, state_dict)
-    inputs, order = encode_inputs(inventory, links, jobs, settings)
+    inputs, order = encode_inputs(
+        inventory, links, jobs, settings, graph=model_graph(data_dir, settings)
+    )
     with deterministic_torch(seed, settings.train.threads):  # as the model was evaluated
         proba = predict_proba(model, inputs).numpy()
     outcome = gnn_placements(jobs, fleet, proba, order, settings)

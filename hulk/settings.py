@@ -97,8 +97,8 @@ class GenerateSettings(Section):
         return value
 
 
-# Latency probes are the 64-byte messages of the logs (docs/contracts.md#latency-logs): the generator writes them
-# this size, validation and ingest tell them from throughput probes by it.
+# Latency probes are the 64-byte messages of the logs (docs/contracts.md#latency-logs): the
+# generator writes them this size, validation and ingest tell them from throughput probes by it.
 LATENCY_PROBE_BYTES = 64
 
 
@@ -355,6 +355,9 @@ class FleetSamplesSettings(Section):
     mixes: PositiveInt = 2  # job mixes on the whole fleet per training block
     subfleets: Annotated[int, Field(ge=0)] = 1  # mixes on a sub-fleet per training block
     drained: Annotated[int, Field(ge=0)] = 1  # mixes with drained machines per training block
+    # The three above are repeated on every training block until there are at least this many
+    # training samples in all (few blocks: more samples each).
+    min_train_samples: Annotated[int, Field(ge=0)] = 48
     removed_cities: Range = Range(low=0.15, high=0.5)  # share of cities a sub-fleet removes
     drained_fraction: Range = Range(low=0.05, high=0.34)  # machines drained as after failures
     eval_mixes: PositiveInt = 6  # held-out mixes on the newest block (never trained on)

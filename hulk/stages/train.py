@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from hulk import io
-from hulk.pipeline import LEARNING_CURVE_CSV, StepResult, load_fleet
+from hulk.pipeline import LEARNING_CURVE_CSV, StepResult, load_fleet, model_graph
 from hulk.settings import Settings
 
 GATE_METRIC = "gate_score"
@@ -232,7 +232,8 @@ def current_fleet_plots(model, data_dir: Path, jobs: list, settings: Settings) -
 
     plots_dir = data_dir / "training"
     fleet, inventory, links = load_fleet(data_dir, settings)
-    inputs, order = encode_inputs(inventory, links, jobs, settings)
+    graph = model_graph(data_dir, settings)  # what assign will give the model
+    inputs, order = encode_inputs(inventory, links, jobs, settings, graph=graph)
     outcome = gnn_placements(jobs, fleet, predict_proba(model, inputs).numpy(), order, settings)
     placements, strategy, who = outcome.placements, "gnn", "the new model"
     if placements is None:

@@ -34,6 +34,7 @@ TINY = {
         "drained": 1,
         "eval_mixes": 1,
         "max_jobs": 3,
+        "min_train_samples": 0,
     },
     "train": {"epochs": 2},
     "finetune": {"epochs": 2},

@@ -27,7 +27,13 @@ from hulk.settings import FleetSamplesSettings, Settings
 
 SEED = 5
 FS = FleetSamplesSettings(
-    drift_snapshots=3, mixes=1, subfleets=1, drained=1, eval_mixes=2, max_jobs=3
+    drift_snapshots=3,
+    mixes=1,
+    subfleets=1,
+    drained=1,
+    eval_mixes=2,
+    max_jobs=3,
+    min_train_samples=0,
 )
 SETTINGS = Settings().model_copy(
     update={
@@ -162,3 +168,19 @@ def test_label_cache_round_trip_and_a_label_is_a_function_of_its_key(fleet) -> N
     assert key in restored and "stale" not in restored and restored[key] == label
     assert LabelCache.from_text("not json").labels == {}
     assert LabelCache.from_text('{"format": 0, "labels": {"a": {}}}').labels == {}
+
+
+def test_few_snapshots_give_more_samples_each(fleet) -> None:
+    inventory, links = fleet
+    settings = SETTINGS.model_copy(
+        update={"fleet_samples": FS.model_copy(update={"min_train_samples": 20})}
+    )
+    samples = draw_samples(inventory, _snapshots(links), [], job_pool([], []), settings, SEED)
+    training = [s for s in samples if s.role != "eval"]
+    # 3 snapshots × (1 + 1 + 1) per round: 3 rounds reach 20 (27 samples).
+    assert len(training) == 27
+    assert {s.name for s in training if s.snapshot == "drift-00"} >= {
+        "drift-00/fleet-2",
+        "drift-00/subfleet-2",
+        "drift-00/drained-2",
+    }

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from hulk.cli import app
 from hulk.registry import tracking_uri
 from hulk.settings import load_settings
+from tests.flows.conftest import tiny_params
 
 REPO = Path(__file__).resolve().parents[2]
 runner = CliRunner()
@@ -25,23 +26,10 @@ def invoke(*args: object):
 def test_train_registers_a_champion_that_assign_then_uses(tmp_path: Path) -> None:
     data = tmp_path / "data"
     params = tmp_path / "params.yaml"
-    params.write_text(
-        yaml.safe_dump(
-            {
-                "data_dir": str(data),
-                "generate": {"days": 2, "probe_interval_s": 3600, "throughput_interval_s": 10800},
-                "corpus": {
-                    "fleets": 6,
-                    "mixes_per_fleet": 1,
-                    "max_machines": 40,
-                    "max_jobs": 3,
-                    "path": str(data / "corpus" / "corpus.pt"),
-                },
-                "train": {"epochs": 3},
-                "assign": {"jobs_file": str(REPO / "data" / "jobs" / "upcoming.yaml")},
-            }
-        )
-    )
+    tiny = tiny_params(tmp_path, corpus={"max_machines": 40, "max_evaluations": 300})
+    tiny["train"] = {"epochs": 3}
+    del tiny["assign"]["placements_dir"], tiny["flows"]
+    params.write_text(yaml.safe_dump(tiny))
     # Before any training the default strategy is the teacher.
     for stage in ("generate", "validate", "ingest", "graph", "assign"):
         result = invoke("--params", params, "stage", stage)
