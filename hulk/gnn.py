@@ -144,7 +144,7 @@ def gnn_decide(
     grouped = None
     if queued or int(fleet.active.sum()) <= 2 * settings.planner.max_pool:
         with _timed(spent, "planner"):
-            grouped = _group_plans(jobs, fleet, favourite, order, planner)
+            grouped = _group_plans(jobs, fleet, favourite, proba, order, planner)
     if grouped is not None and _better(grouped, plans):
         plans, queued = grouped, {}
         free = fleet.active.copy()
@@ -206,25 +206,62 @@ def _group_plans(
     jobs: Sequence[Job],
     fleet: Fleet,
     favourite: np.ndarray,
+    proba: np.ndarray,
     order: Sequence[int],
     planner: _PoolPlanner,
 ) -> dict[int, tuple[Plan, Cost]] | None:
-    """Every job laid out on exactly the machines the model gives it (its most likely class),
-    with the full planner search (one search per job), or None when a group cannot hold its
-    job. A model that has learnt the teacher's groups
-    gets the teacher's balance between the jobs here, which the greedy pools (each job's
-    fastest plan, largest job first) do not look for."""
+    """Every job laid out on exactly the machines the model gives it (its most likely class;
+    `_held_groups` tops up a group too small for its job), with the full planner search (one
+    search per job), or None when the groups cannot hold the jobs. A model that has learnt
+    the teacher's groups gets the teacher's balance between the jobs here, which the greedy
+    pools (each job's fastest plan, largest job first) do not look for."""
+    owner = _held_groups(jobs, fleet, favourite, proba, order)
+    if owner is None:
+        return None
     plans: dict[int, tuple[Plan, Cost]] = {}
     for rank, job_index in enumerate(order):
         job = jobs[job_index]
-        group = np.flatnonzero((favourite == rank) & fleet.active)
-        if layer_capacity(job, fleet.memory_bytes[group]).sum() < job.layers:
-            return None
+        group = np.flatnonzero(owner == rank)
         plan, cost = plan_job(job, fleet, group, planner.settings.planner)
         if plan is None or not cost.feasible:
             return None
         plans[job_index] = (plan, cost)
     return plans
+
+
+def _held_groups(
+    jobs: Sequence[Job],
+    fleet: Fleet,
+    favourite: np.ndarray,
+    proba: np.ndarray,
+    order: Sequence[int],
+) -> np.ndarray | None:
+    """Each active machine's job class (len(jobs): idle): its most likely class, then, for a
+    group too small to hold its job's layers, the machines it is most likely to serve after
+    its own, taken from the idle ones or from groups that hold their job without them. None
+    when some job cannot be held that way."""
+    idle = len(order)
+    owner = np.where(fleet.active, favourite, -1)
+    capacity = [layer_capacity(jobs[j], fleet.memory_bytes) for j in order]
+
+    def held(rank: int, without: int | None = None) -> bool:
+        members = owner == rank
+        if without is not None:
+            members[without] = False
+        return int(capacity[rank][members].sum()) >= jobs[order[rank]].layers
+
+    for rank in range(len(order)):
+        for machine in np.argsort(-proba[:, rank], kind="stable"):
+            if held(rank):
+                break
+            current = int(owner[machine])
+            if current in (-1, rank) or capacity[rank][machine] == 0:
+                continue
+            if current == idle or held(current, without=int(machine)):
+                owner[machine] = rank
+        if not held(rank):
+            return None
+    return owner
 
 
 def _better(candidate: dict[int, tuple[Plan, Cost]], current: dict[int, tuple[Plan, Cost]]) -> bool:
