@@ -144,7 +144,7 @@ def gnn_decide(
     grouped = None
     if queued or int(fleet.active.sum()) <= 2 * settings.planner.max_pool:
         with _timed(spent, "planner"):
-            grouped = _group_plans(jobs, fleet, favourite, proba, order, planner)
+            grouped = _group_plans(jobs, fleet, proba, order, planner)
     if grouped is not None and _better(grouped, plans):
         plans, queued = grouped, {}
         free = fleet.active.copy()
@@ -205,17 +205,17 @@ def gnn_placements(
 def _group_plans(
     jobs: Sequence[Job],
     fleet: Fleet,
-    favourite: np.ndarray,
     proba: np.ndarray,
     order: Sequence[int],
     planner: _PoolPlanner,
 ) -> dict[int, tuple[Plan, Cost]] | None:
-    """Every job laid out on exactly the machines the model gives it (its most likely class;
-    `_held_groups` tops up a group too small for its job), with the full planner search (one
-    search per job), or None when the groups cannot hold the jobs. A model that has learnt
-    the teacher's groups gets the teacher's balance between the jobs here, which the greedy
-    pools (each job's fastest plan, largest job first) do not look for."""
-    owner = _held_groups(jobs, fleet, favourite, proba, order)
+    """Every job laid out on the machines the model gives it (`_held_groups`: by the jobs'
+    expected shares of the machines, a group too small for its job topped up), with the full
+    planner search (one search per job), or None when the groups cannot hold the jobs. A
+    model that has learnt the teacher's groups gets the teacher's balance between the jobs
+    here, which the greedy pools (each job's fastest plan, largest job first) do not look
+    for."""
+    owner = _held_groups(jobs, fleet, proba, order)
     if owner is None:
         return None
     plans: dict[int, tuple[Plan, Cost]] = {}
@@ -229,19 +229,40 @@ def _group_plans(
     return plans
 
 
+def _quota_owner(proba: np.ndarray, active: np.ndarray, idle: int) -> np.ndarray:
+    """Each machine's class (−1: not active) when job k takes round(Σ_i p_ik) machines, the
+    most likely first.
+
+    Machines with the same hardware in the same place get the same probabilities, so their
+    most likely class is the same: a whole region would go to one job. The teacher splits such
+    machines between jobs, and the probabilities say in what proportion; quotas keep it.
+    """
+    owner = np.full(len(proba), -1, dtype=np.int64)
+    machines = np.flatnonzero(active)
+    owner[machines] = idle
+    quota = np.rint(proba[machines, :idle].sum(axis=0)).astype(np.int64)
+    flat = proba[machines, :idle].ravel()
+    for position in np.argsort(-flat, kind="stable"):
+        row, rank = divmod(int(position), idle)
+        machine = machines[row]
+        if owner[machine] == idle and quota[rank] > 0:
+            owner[machine] = rank
+            quota[rank] -= 1
+    return owner
+
+
 def _held_groups(
     jobs: Sequence[Job],
     fleet: Fleet,
-    favourite: np.ndarray,
     proba: np.ndarray,
     order: Sequence[int],
 ) -> np.ndarray | None:
-    """Each active machine's job class (len(jobs): idle): its most likely class, then, for a
-    group too small to hold its job's layers, the machines it is most likely to serve after
-    its own, taken from the idle ones or from groups that hold their job without them. None
-    when some job cannot be held that way."""
+    """Each active machine's job class (len(jobs): idle): as the jobs' quotas give it
+    (`_quota_owner`), then, for a group too small to hold its job's layers, the machines it
+    is most likely to serve after its own, taken from the idle ones or from groups that hold
+    their job without them. None when some job cannot be held that way."""
     idle = len(order)
-    owner = np.where(fleet.active, favourite, -1)
+    owner = _quota_owner(proba, fleet.active, idle)
     capacity = [layer_capacity(jobs[j], fleet.memory_bytes) for j in order]
 
     def held(rank: int, without: int | None = None) -> bool:

@@ -287,7 +287,7 @@ class TrainSettings(Section):
 class CorpusSettings(Section):
     """The labelled training corpus (hulk.corpus): generated fleets × job mixes, teacher labels."""
 
-    fleets: PositiveInt = 80
+    fleets: PositiveInt = 40
     mixes_per_fleet: PositiveInt = 3
     # Fleet sizes: log-uniform in [min_machines, max_machines] (paper fleets: up to 47).
     min_machines: Annotated[int, Field(ge=2)] = 20

@@ -164,3 +164,18 @@ def test_the_teachers_own_groups_give_the_teachers_makespan(settings: Settings) 
     assert len(decision.plans) == len(jobs)
     makespan = max(cost.iteration_s for _, cost in decision.plans.values())
     assert makespan <= result.makespan_s * 1.05
+
+
+def test_identical_machines_are_shared_as_the_probabilities_say() -> None:
+    # Six identical machines: the model can only say "two thirds to job 0, a third to job 1",
+    # the same for each. Their most likely class is job 0 for all; the quotas split them 4 / 2.
+    from hulk.gnn import _quota_owner
+
+    proba = np.tile([0.6, 0.3, 0.1], (6, 1))
+    active = np.array([True] * 5 + [False])
+    owner = _quota_owner(proba, active, idle=2)
+    assert owner[5] == -1  # drained: nobody's
+    assert sorted(owner[:5].tolist()) == [0, 0, 0, 1, 1]  # round(3.0) = 3, round(1.5) = 2
+    # Confident probabilities: the quotas are the most likely classes.
+    sure = np.eye(3)[[0, 0, 1, 2, 2]]
+    assert _quota_owner(sure, np.ones(5, bool), idle=2).tolist() == [0, 0, 1, 2, 2]
