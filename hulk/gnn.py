@@ -9,13 +9,17 @@
    wins. A pool whose compute alone cannot beat the best plan so far is skipped, and a job
    stops at a plan no slower than the slowest job placed before it. The machines the winning
    plan leaves out go back to the free pool.
-   The same jobs laid out on exactly the model's groups (each machine's most likely class, with
-   the full planner search) are the other candidate on fleets of up to twice
-   `planner.max_pool` active machines and wherever a job had to wait: when every group holds
-   its job and the makespan is shorter (or more jobs are placed), these plans are kept. A
-   model that has learnt the teacher's groups gets the teacher's balance between jobs this
-   way; the greedy pools make each job as fast as they can, largest first, and may leave too
-   little for the jobs after it.
+   The same jobs laid out on the model's own groups (with the full planner search) are the
+   other candidate, on fleets of up to twice `planner.max_pool` active machines and wherever
+   a job had to wait. Each job takes round(Σ_i p_ik) machines, the most likely first:
+   machines with the same hardware in the same place get the same probabilities, and the
+   teacher splits them between jobs in the proportion those probabilities give, where their
+   most likely class would hand the whole region to one job. A group still too small for its
+   job takes the machines it is next most likely to serve from idle machines or from groups
+   that hold their job without them. When the groups hold every job and the makespan is
+   shorter (or more jobs are placed), these plans are kept: a model that has learnt the
+   teacher's groups gets the teacher's balance between jobs, which the greedy pools (each
+   job as fast as it can be, largest first) do not look for.
 3. The slowest job is then offered the machines no job took (`assign.gnn_idle_rounds` times)
    when they and its own fit in one planner search (`planner.max_pool`), and keeps a faster
    plan if the planner finds one. Jobs are placed largest first without knowing what the
