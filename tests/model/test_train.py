@@ -177,3 +177,27 @@ def test_gat_heads_must_divide_hidden_in_params() -> None:
     with pytest.raises(ConfigError, match="multiple of heads"):
         settings_from_dict({"model": {"conv": "gat", "hidden": 30, "heads": 4}})
     assert settings_from_dict({"train": {"idle_weight": 2}}).train.idle_weight == 2
+
+
+def test_warm_start_is_epoch_zero_deterministic_and_kept_when_nothing_beats_it(task) -> None:
+    train, val = task
+    start = train_model(train, val, MODEL, TRAIN.model_copy(update={"epochs": 3}), seed=4)
+    initial = (start.config.to_dict(), start.model.state_dict())
+    settings = TRAIN.model_copy(update={"epochs": 3, "lr": 0.001})
+    first = train_model(train, val, MODEL, settings, seed=9, initial=initial)
+    again = train_model(train, val, MODEL, settings, seed=9, initial=initial)
+    # Epoch 0 is the starting model itself, evaluated before any step.
+    assert first.history[0].epoch == 0
+    assert first.history[0].val_loss == pytest.approx(
+        min(m.val_loss for m in start.history if m.epoch == start.best_epoch)
+    )
+    state, state_again = first.model.state_dict(), again.model.state_dict()
+    assert all(torch.equal(state[k], state_again[k]) for k in state)
+    # The starting scaling is kept (not refitted on the new samples).
+    assert torch.equal(state["x_mean"], initial[1]["x_mean"])
+    # A learning rate that only makes it worse: the starting weights come back.
+    harmful = TRAIN.model_copy(update={"epochs": 2, "lr": 10.0, "grad_clip": 0.0})
+    kept = train_model(train, val, MODEL, harmful, seed=9, initial=initial)
+    assert kept.best_epoch == 0 and kept.best.val_loss < kept.history[-1].val_loss
+    kept_state = kept.model.state_dict()
+    assert all(torch.equal(kept_state[k], initial[1][k]) for k in kept_state)
