@@ -109,8 +109,8 @@ __all__ = [
     "corpus_teacher",
     "encode_inputs",
     "job_features",
+    "label_mix",
     "load_corpus",
-    "make_sample",
     "manifest_path",
     "mix_jobs",
     "order_jobs",
@@ -232,7 +232,7 @@ def corpus_teacher(settings: Settings) -> TeacherSettings:
     )
 
 
-def _label(
+def label_mix(
     inventory: pd.DataFrame,
     links: pd.DataFrame,
     jobs: Sequence[Job],
@@ -242,7 +242,9 @@ def _label(
     fleet: int,
     mix: int,
 ) -> tuple[dict[str, Any], TeacherResult, list[int]]:
-    """One labelled sample, the teacher's result and the size order of the jobs."""
+    """One (fleet, jobs) labelled by the teacher search with `teacher`: the sample (module
+    docstring), the teacher's result and the size order of the jobs. `fleet` is −1 for the
+    real, current fleet. Raises the teacher's `InputError` when a job could never run there."""
     inventory = inventory.sort_values("node_id", kind="stable").reset_index(drop=True)
     tensors, order = encode_inputs(inventory, links, jobs, settings)
     cost_fleet = Fleet.from_frames(
@@ -263,29 +265,6 @@ def _label(
         "makespan_s": float(result.makespan_s),
     }
     return sample, result, order
-
-
-def make_sample(
-    inventory: pd.DataFrame,
-    links: pd.DataFrame,
-    jobs: Sequence[Job],
-    settings: Settings,
-    seed: int,
-    *,
-    teacher: TeacherSettings | None = None,
-    fleet: int = CURRENT_FLEET,
-    mix: int = 0,
-) -> dict[str, Any]:
-    """Label one (fleet, jobs) with the teacher search: a sample (module docstring).
-
-    The teacher runs with `teacher` (default: ``settings.teacher``, the nightly teacher — what
-    "the current fleet's teacher plan" of a nightly run uses; the corpus passes
-    `corpus_teacher`). `fleet` defaults to −1, the id of the real, current fleet. Raises the
-    teacher's `InputError` when a job could never run on the fleet.
-    """
-    teacher = settings.teacher if teacher is None else teacher
-    sample, _, _ = _label(inventory, links, jobs, settings, seed, teacher, fleet, mix)
-    return sample
 
 
 # --- fleets and mixes -------------------------------------------------------------------------
@@ -536,7 +515,7 @@ def label_fleet(seed: int, fleet: int, settings: Settings) -> dict[str, Any]:
         jobs = corpus_mix(seed, fleet, mix, settings, cost_fleet)
         if not jobs:
             continue
-        sample, result, order = _label(
+        sample, result, order = label_mix(
             inventory, links, jobs, settings, sample_seed(seed, fleet, mix), teacher, fleet, mix
         )
         samples.append(_numpy_sample(sample))

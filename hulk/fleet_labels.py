@@ -83,11 +83,11 @@ def label_sample(
     """
     import torch
 
-    from hulk.corpus import _label, corpus_teacher
+    from hulk.corpus import corpus_teacher, label_mix
 
     torch.set_num_threads(1)
     started = time.perf_counter()
-    sample, result, _ = _label(
+    sample, result, _ = label_mix(
         inventory, links, jobs, settings, label_seed(key), corpus_teacher(settings), -1, 0
     )
     return {

@@ -53,6 +53,7 @@ def test_every_command_has_help() -> None:
         assert "Usage" in result.output
 
 
+@pytest.mark.slow
 def test_stages_chain_every_step(tmp_path: Path, params: Path) -> None:
     # `hulk run` is generate + the nightly Prefect flow (tests/flows); the DVC stages run the
     # same steps one by one, without training (the teacher places the jobs).

@@ -80,6 +80,7 @@ def outputs(root: Path) -> dict:
     }
 
 
+@pytest.mark.slow
 def test_a_process_pool_validates_like_one_process(tmp_path):
     write_data(tmp_path)
     sequential = run_validation(tmp_path, SETTINGS, NOW, WINDOW_DAYS)

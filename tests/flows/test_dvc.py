@@ -9,9 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.flows.conftest import JOBS, TINY
+
+pytestmark = pytest.mark.slow  # `make test-fast` leaves these out
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

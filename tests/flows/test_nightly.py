@@ -15,6 +15,8 @@ from hulk import pipeline, registry
 from hulk.settings import load_settings
 from tests.flows.conftest import tiny_params, write_params
 
+pytestmark = pytest.mark.slow  # `make test-fast` leaves these out
+
 STEPS = ("validate", "ingest", "graph", "corpus", "prior", "labels", "train", "assign", "evaluate")
 
 

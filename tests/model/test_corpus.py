@@ -22,8 +22,8 @@ from hulk.corpus import (
     corpus_teacher,
     encode_inputs,
     job_features,
+    label_mix,
     load_corpus,
-    make_sample,
     manifest_path,
     mix_jobs,
     order_jobs,
@@ -85,6 +85,7 @@ def _assert_same(a: Corpus, b: Corpus) -> None:
 # --- determinism ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_same_seed_same_corpus_whatever_the_worker_count(corpus: Corpus) -> None:
     calls: list[tuple[int, int]] = []
     parallel = build_corpus(SETTINGS, SEED, workers=2, progress=lambda d, t: calls.append((d, t)))
@@ -283,7 +284,7 @@ def test_manifest_records_the_teacher_plan(corpus: Corpus) -> None:
     assert corpus.manifest["teacher"]["max_evaluations"] == TINY.max_evaluations
 
 
-def test_make_sample_on_a_given_fleet() -> None:
+def test_label_mix_on_a_given_fleet() -> None:
     from hulk.generate import expected_links
 
     generate = SETTINGS.generate.model_copy(update={"drained_fraction": 0.1})
@@ -291,7 +292,7 @@ def test_make_sample_on_a_given_fleet() -> None:
     links = expected_links(inventory, 5, generate)
     jobs = preset_jobs(["BERT-large", "T5-11B", "GPT-2-1.5B"])
     teacher = TeacherSettings(max_evaluations=20, random_starts=0, site_starts=2)
-    sample = make_sample(inventory, links, jobs, SETTINGS, seed=3, teacher=teacher)
+    sample, labelled, _ = label_mix(inventory, links, jobs, SETTINGS, 3, teacher, -1, 0)
     assert set(sample) == SAMPLE_KEYS
     assert sample["fleet"] == -1 and sample["mix"] == 0
     # Size order: T5-11B (176 GB), GPT-2-1.5B (24 GB), BERT-large (5.4 GB).
@@ -308,6 +309,7 @@ def test_make_sample_on_a_given_fleet() -> None:
     result = teacher_search(jobs, fleet, teacher, SETTINGS.planner, 3)
     for k, j in enumerate(order):
         assert (sample["y"][list(result.placements[j].nodes)] == k).all()
+    assert labelled.makespan_s == result.makespan_s == sample["makespan_s"]
 
 
 # --- files ------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 import yaml
 from mlflow import MlflowClient
 from typer.testing import CliRunner
@@ -14,6 +15,8 @@ from hulk.cli import app
 from hulk.registry import tracking_uri
 from hulk.settings import load_settings
 from tests.flows.conftest import tiny_params
+
+pytestmark = pytest.mark.slow  # `make test-fast` leaves these out
 
 REPO = Path(__file__).resolve().parents[2]
 runner = CliRunner()
