@@ -10,9 +10,10 @@ it). Three callers use this one definition:
   task calling `run` (the fan-out steps hand their per-fleet results to the same `run`);
 - ``hulk stage NAME`` runs one step by hand.
 
-`run` calls the step's one `hulk.pipeline` function and writes the step's metrics and plot data
-(small, deterministic JSON / CSV under ``DATA/metrics``), so DVC and Prefect report the same
-figures. Paths follow the settings (``data_dir``, ``corpus.path``, ``assign.*``).
+Each step holds its runner (`Step.runner`: one library call — a `hulk.pipeline` function or a
+`hulk.stages` module's — and the step's metrics); `run` calls it and writes the metrics and
+plot data (small, deterministic JSON / CSV under ``DATA/metrics``), so DVC and Prefect report
+the same figures. Paths follow the settings (``data_dir``, ``corpus.path``, ``assign.*``).
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ class Step:
 
     name: str
     doc: str
+    # Runs the step on the data folder of the settings: (result, its metrics or None).
+    runner: Callable[..., tuple[pipeline.StepResult, dict[str, Any] | None]]  # `StepOutput`
     deps: Callable[[Settings], list[str]]
     outs: Callable[[Settings], list[str]]
     params: tuple[str, ...]  # params.yaml keys read (a section name: the whole section)
@@ -75,9 +78,72 @@ def _fleet(s: Settings) -> list[str]:
     return [_data(s, schemas.INVENTORY_FILE), _data(s, schemas.LINKS_FILE)]
 
 
+# --- what each step runs: one library call and its metrics ---------------------------------------
+
+StepOutput = tuple[pipeline.StepResult, dict[str, Any] | None]
+
+
+def _keys(summary: dict[str, Any], *names: str) -> dict[str, Any]:
+    return {name: summary[name] for name in names}
+
+
+def _run_generate(settings: Settings, **options: Any) -> StepOutput:
+    return pipeline.generate(Path(settings.data_dir), settings, **options), None
+
+
+def _run_validate(settings: Settings, **options: Any) -> StepOutput:
+    result = pipeline.validate(Path(settings.data_dir), settings, **options)
+    return result, _validate_metrics(settings, result)
+
+
+def _run_ingest(settings: Settings, **options: Any) -> StepOutput:
+    data = Path(settings.data_dir)
+    result = pipeline.ingest(
+        data / schemas.LOGS_DIR, data / schemas.INVENTORY_FILE, data, settings, **options
+    )
+    return result, _keys(result.summary, "links", "quarantined_rows")
+
+
+def _run_graph(settings: Settings, **options: Any) -> StepOutput:
+    result = pipeline.graph(Path(settings.data_dir), settings)
+    return result, _keys(result.summary, "nodes", "links", "connected_components")
+
+
+def _run_corpus(settings: Settings, **options: Any) -> StepOutput:
+    result = pipeline.corpus(settings, workers=settings.corpus.workers, **options)
+    return result, {k: v for k, v in result.summary.items() if k not in ("reused", "seed")}
+
+
+def _run_prior(settings: Settings, **options: Any) -> StepOutput:
+    result = stage_prior.run(settings)
+    return result, _keys(result.summary, "train_samples", "val_samples", "best_epoch")
+
+
+def _run_labels(settings: Settings, **options: Any) -> StepOutput:
+    result = stage_labels.run(Path(settings.data_dir), settings, **options)
+    return result, {k: v for k, v in result.summary.items() if k != "seconds"}
+
+
+def _run_train(settings: Settings, **options: Any) -> StepOutput:
+    result = stage_train.finetune(Path(settings.data_dir), settings, **options)
+    return result, _train_metrics(settings, result)
+
+
+def _run_assign(settings: Settings, **options: Any) -> StepOutput:
+    result = pipeline.assign(Path(settings.data_dir), settings, **options)
+    return result, _assign_metrics(settings, result)
+
+
+def _run_evaluate(settings: Settings, **options: Any) -> StepOutput:
+    latest = settings.assign.placements_dir / "latest.json"
+    result = pipeline.evaluate(latest, Path(settings.data_dir), settings, **options)
+    return result, _evaluate_metrics(settings, result)
+
+
 STEPS: tuple[Step, ...] = (
     Step(
         name="generate",
+        runner=_run_generate,
         doc="synthetic inventory + day-partitioned latency logs (the embedded default)",
         deps=lambda s: [],
         outs=lambda s: [_data(s, schemas.INVENTORY_FILE), _data(s, schemas.LOGS_DIR)],
@@ -88,6 +154,7 @@ STEPS: tuple[Step, ...] = (
     ),
     Step(
         name="validate",
+        runner=_run_validate,
         doc="Great Expectations over inventory and logs; quarantine; Data Docs",
         deps=lambda s: [_data(s, schemas.INVENTORY_FILE), _data(s, schemas.LOGS_DIR)],
         outs=lambda s: [
@@ -99,6 +166,7 @@ STEPS: tuple[Step, ...] = (
     ),
     Step(
         name="ingest",
+        runner=_run_ingest,
         doc="link table over the rolling window, without the quarantined rows",
         deps=lambda s: [
             _data(s, schemas.INVENTORY_FILE),
@@ -112,6 +180,7 @@ STEPS: tuple[Step, ...] = (
     ),
     Step(
         name="graph",
+        runner=_run_graph,
         doc="fleet graph snapshot (networkx + PyTorch Geometric)",
         deps=_fleet,
         outs=lambda s: [_data(s, schemas.GRAPH_DIR)],
@@ -120,6 +189,7 @@ STEPS: tuple[Step, ...] = (
     ),
     Step(
         name="corpus",
+        runner=_run_corpus,
         doc="teacher labels: generated fleets × job mixes, searched with the cost model",
         deps=lambda s: [],
         outs=lambda s: [
@@ -138,6 +208,7 @@ STEPS: tuple[Step, ...] = (
     ),
     Step(
         name="prior",
+        runner=_run_prior,
         doc="the prior: the GNN trained on the synthetic corpus (reused while it is unchanged)",
         deps=lambda s: [s.corpus.path.as_posix(), s.corpus.path.with_suffix(".json").as_posix()],
         outs=lambda s: [_prior(s), Path(_prior(s)).with_suffix(".json").as_posix()],
@@ -146,6 +217,7 @@ STEPS: tuple[Step, ...] = (
     ),
     Step(
         name="labels",
+        runner=_run_labels,
         doc="samples of the data folder's own fleet, teacher-labelled (cached by content)",
         deps=lambda s: [
             *_fleet(s),
@@ -178,6 +250,7 @@ STEPS: tuple[Step, ...] = (
     ),
     Step(
         name="train",
+        runner=_run_train,
         doc="fine-tune on the fleet's samples, score with the champion on one set, register, gate",
         deps=lambda s: [
             s.corpus.path.as_posix(),
@@ -211,6 +284,7 @@ STEPS: tuple[Step, ...] = (
     ),
     Step(
         name="assign",
+        runner=_run_assign,
         doc="place the upcoming jobs (champion GNN, else the teacher); publish latest.json",
         deps=lambda s: [
             *_fleet(s),
@@ -224,6 +298,7 @@ STEPS: tuple[Step, ...] = (
     ),
     Step(
         name="evaluate",
+        runner=_run_evaluate,
         doc="cost table and plot of the published placements against Systems A, B, C",
         deps=lambda s: [_latest(s), *_fleet(s)],
         outs=lambda s: [(s.assign.placements_dir / "latest.png").as_posix()],
@@ -329,40 +404,7 @@ def run(name: str, settings: Settings, **options: Any) -> pipeline.StepResult:
     """
     if name not in BY_NAME:
         raise KeyError(f"no step {name!r}; steps: {', '.join(BY_NAME)}")
-    data = Path(settings.data_dir)
-    metrics: dict[str, Any] | None = None
-    if name == "generate":
-        result = pipeline.generate(data, settings, **options)
-    elif name == "validate":
-        result = pipeline.validate(data, settings, **options)
-        metrics = _validate_metrics(settings, result)
-    elif name == "ingest":
-        result = pipeline.ingest(
-            data / schemas.LOGS_DIR, data / schemas.INVENTORY_FILE, data, settings, **options
-        )
-        metrics = {k: result.summary[k] for k in ("links", "quarantined_rows")}
-    elif name == "graph":
-        result = pipeline.graph(data, settings)
-        metrics = {k: result.summary[k] for k in ("nodes", "links", "connected_components")}
-    elif name == "corpus":
-        result = pipeline.corpus(settings, workers=settings.corpus.workers, **options)
-        metrics = {k: v for k, v in result.summary.items() if k not in ("reused", "seed")}
-    elif name == "prior":
-        result = stage_prior.run(settings)
-        metrics = {k: result.summary[k] for k in ("train_samples", "val_samples", "best_epoch")}
-    elif name == "labels":
-        result = stage_labels.run(data, settings, **options)
-        metrics = {k: v for k, v in result.summary.items() if k != "seconds"}
-    elif name == "train":
-        result = stage_train.finetune(data, settings, **options)
-        metrics = _train_metrics(settings, result)
-    elif name == "assign":
-        result = pipeline.assign(data, settings, **options)
-        metrics = _assign_metrics(settings, result)
-    else:  # evaluate
-        latest = settings.assign.placements_dir / "latest.json"
-        result = pipeline.evaluate(latest, data, settings, **options)
-        metrics = _evaluate_metrics(settings, result)
+    result, metrics = BY_NAME[name].runner(settings, **options)
     if metrics is not None:
         path = metrics_path(settings, name)
         _write_json(path, metrics)
@@ -374,7 +416,7 @@ def run(name: str, settings: Settings, **options: Any) -> pipeline.StepResult:
 
 HEADER = """\
 # Generated from hulk/steps.py by `hulk dvc-yaml`: edit the step graph there, not here.
-# Every stage runs `hulk stage NAME` (hulk.steps.run -> one hulk.pipeline function).
+# Every stage runs `hulk stage NAME` (hulk.steps.run -> the step's runner: one library call).
 # Side effects DVC does not track: the MLflow database and artifacts (train registers and
 # promotes a model; assign uses the champion), the validation report and Data Docs.
 """
