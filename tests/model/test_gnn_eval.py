@@ -72,3 +72,27 @@ def test_figures_by_fleet_size_cover_every_sample(
             assert math.isnan(value) or value >= 0, key
     assert counted == metrics["samples"]
     assert sum(key.startswith("samples_") for key in metrics) >= 2  # the split spans bands
+
+
+def test_a_job_left_waiting_adds_its_least_time_to_the_makespan() -> None:
+    import numpy as np
+
+    from hulk.assign import QUEUED, placed, waiting
+    from hulk.cost import lower_bound
+    from hulk.gnn_eval import waiting_penalty
+    from hulk.jobs import Job
+    from hulk.planner import plan_job
+    from hulk.settings import Settings
+    from tests.fleets import fleet_of
+
+    near = (0.001, 1.25e9)
+    fleet = fleet_of([1e14] * 4, [100.0] * 4, {(i, j): near for i in range(4) for j in range(i)})
+    big, small = Job("big", 5, 8, 1024, 512, 64, 4), Job("small", 1, 8, 1024, 512, 64, 4)
+    plan, cost = plan_job(big, fleet, np.array([0, 1]), Settings().planner)
+    placements = [placed(big, fleet, plan, cost), waiting(small, fleet, QUEUED, "no room")]
+    active = np.ones(4, bool)
+    # The teacher ran both jobs (classes 0 and 1 have machines): the small one is owed.
+    jobs, seconds = waiting_penalty(placements, np.array([0, 0, 1, 1]), active, fleet)
+    assert jobs == [1] and seconds == pytest.approx(lower_bound(small, fleet, range(4)))
+    # The teacher left it waiting too: nothing is owed.
+    assert waiting_penalty(placements, np.array([0, 0, 2, 2]), active, fleet) == ([], 0)
