@@ -46,6 +46,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -298,6 +299,38 @@ def _better(candidate: dict[int, tuple[Plan, Cost]], current: dict[int, tuple[Pl
     return max(c.iteration_s for _, c in candidate.values()) < max(
         c.iteration_s for _, c in current.values()
     ) * (1 - 1e-9)
+
+
+def model_placements(
+    model: Any,
+    jobs: Sequence[Job],
+    fleet: Fleet,
+    inventory: Any,
+    links: Any,
+    settings: Settings,
+    seed: int,
+    graph: Any = None,
+) -> tuple[list[JobPlacement], str | None]:
+    """The GNN strategy with a trained model, as assignment runs it: (placements, None), or
+    the teacher's placements and the quick check's reason when it rejected the model's.
+
+    The model reads `graph` (the graph step's tensors of this fleet) or, without it, tensors
+    built from the frames; its forward pass runs seeded with `settings.train.threads` threads,
+    as the model was evaluated. One code path for `hulk assign` and the training run's
+    pictures of the current fleet.
+    """
+    from hulk.assign import assign as assign_jobs
+    from hulk.corpus import encode_inputs
+    from hulk.model import predict_proba
+    from hulk.train import deterministic_torch
+
+    inputs, order = encode_inputs(inventory, links, jobs, settings, graph=graph)
+    with deterministic_torch(seed, settings.train.threads):
+        proba = predict_proba(model, inputs).numpy()
+    outcome = gnn_placements(jobs, fleet, proba, order, settings)
+    if outcome.placements is None:
+        return assign_jobs(list(jobs), fleet, "teacher", settings, seed), outcome.fallback_reason
+    return outcome.placements, None
 
 
 @dataclass

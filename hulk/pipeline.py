@@ -447,32 +447,23 @@ def _gnn_assign(
     Returns the placements and the placements file's ``model`` record (name, version, alias,
     and ``fallback``: why the teacher's plan was used instead, or null).
     """
+    from hulk.gnn import model_placements
+    from hulk.model import model_from_state
     from hulk.registry import load_model_files
 
     state_dict, config, version = load_model_files(settings, alias="champion")
-
-    from hulk.assign import assign as assign_jobs
-    from hulk.corpus import encode_inputs
-    from hulk.gnn import gnn_placements
-    from hulk.model import model_from_state, predict_proba
-    from hulk.train import deterministic_torch
-
     model = model_from_state(config, state_dict)
-    inputs, order = encode_inputs(
-        inventory, links, jobs, settings, graph=model_graph(data_dir, settings)
+    graph = model_graph(data_dir, settings)
+    placements, fallback = model_placements(
+        model, jobs, fleet, inventory, links, settings, seed, graph=graph
     )
-    with deterministic_torch(seed, settings.train.threads):  # as the model was evaluated
-        proba = predict_proba(model, inputs).numpy()
-    outcome = gnn_placements(jobs, fleet, proba, order, settings)
     record = {
         "name": version.name,
         "version": str(version.version),
         "alias": version.alias,
-        "fallback": outcome.fallback_reason,
+        "fallback": fallback,
     }
-    if outcome.placements is None:
-        return assign_jobs(jobs, fleet, "teacher", settings, seed), record
-    return outcome.placements, record
+    return placements, record
 
 
 def evaluate(

@@ -164,10 +164,9 @@ def finetune(data_dir: Path, settings: Settings, seed: int | None = None) -> Ste
     artifacts = {"plots/learning_curves.png": curve}
     upcoming = [s for s in fleet_eval if s.variant == "upcoming"]
     if upcoming:
-        with deterministic_torch(seed, settings.train.threads):
-            artifacts.update(
-                current_fleet_plots(result.model, data_dir, list(upcoming[0].jobs), settings)
-            )
+        artifacts.update(
+            current_fleet_plots(result.model, data_dir, list(upcoming[0].jobs), settings, seed)
+        )
     counts = {role: sum(s.role == role for s in labelled) for role in ("train", "val", "eval")}
     registered = log_training_run(
         settings,
@@ -218,26 +217,25 @@ def finetune(data_dir: Path, settings: Settings, seed: int | None = None) -> Ste
     )
 
 
-def current_fleet_plots(model, data_dir: Path, jobs: list, settings: Settings) -> dict[str, Path]:
+def current_fleet_plots(
+    model, data_dir: Path, jobs: list, settings: Settings, seed: int
+) -> dict[str, Path]:
     """The trained model's placements of the upcoming jobs on the current fleet, as pictures:
     the fleet map coloured by job and the compute / communication bars against A, B, C.
 
     After a fallback the pictures show the teacher's placements, and their titles say so.
     """
-    from hulk.assign import assign as assign_jobs
-    from hulk.corpus import encode_inputs
-    from hulk.gnn import gnn_placements
-    from hulk.model import predict_proba
+    from hulk.gnn import model_placements
     from hulk.plots import cost_bars, fleet_map
 
     plots_dir = data_dir / "training"
     fleet, inventory, links = load_fleet(data_dir, settings)
     graph = model_graph(data_dir, settings)  # what assign will give the model
-    inputs, order = encode_inputs(inventory, links, jobs, settings, graph=graph)
-    outcome = gnn_placements(jobs, fleet, predict_proba(model, inputs).numpy(), order, settings)
-    placements, strategy, who = outcome.placements, "gnn", "the new model"
-    if placements is None:
-        placements = assign_jobs(jobs, fleet, "teacher", settings, settings.seed)
+    placements, fallback = model_placements(
+        model, jobs, fleet, inventory, links, settings, seed, graph=graph
+    )
+    strategy, who = "gnn", "the new model"
+    if fallback is not None:
         strategy, who = "teacher", "the teacher (the new model's plan fell back)"
     return {
         "plots/fleet_map.png": fleet_map(
