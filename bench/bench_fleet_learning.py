@@ -151,10 +151,9 @@ def _night(settings: Settings, workers: int) -> dict:
 
 def _new_mixes(settings: Settings, count: int, seed: int) -> list[list]:
     """`count` mixes drawn like the fleet's samples (another seed), none among the labels."""
-    from hulk.corpus import perturbed_job
     from hulk.cost import Fleet
     from hulk.fleet_labels import LabelCache, label_key
-    from hulk.fleet_samples import _draw_mix, _rng, job_pool
+    from hulk.fleet_samples import draw_mix, job_pool, named_rng
     from hulk.jobs import load_jobs
 
     inventory, links = pipeline.load_frames(settings.data_dir)
@@ -166,9 +165,9 @@ def _new_mixes(settings: Settings, count: int, seed: int) -> list[list]:
     mixes: list[list] = []
     k = 0
     while len(mixes) < count:
-        rng = _rng(seed, "bench-mix", f"{settings.data_dir.name}/{k}")
+        rng = named_rng(seed, "bench-mix", f"{settings.data_dir.name}/{k}")
         k += 1
-        jobs = list(_draw_mix(pool, fleet, rng, settings.fleet_samples, settings, perturbed_job))
+        jobs = list(draw_mix(pool, fleet, rng, settings))
         if jobs and label_key(inventory, links, jobs, settings) not in cache:
             mixes.append(jobs)
     return mixes

@@ -115,7 +115,7 @@ class LinkSnapshot:
 
 def drifted_links(links: pd.DataFrame, index: int, settings: FleetSamplesSettings, seed: int):
     """Copy `index` of a link table with drifted latencies and some links missing."""
-    rng = _rng(seed, "drift", str(index))
+    rng = named_rng(seed, "drift", str(index))
     keep = rng.random(len(links)) >= settings.drift_outage
     out = links.loc[keep].reset_index(drop=True).copy()
     factor = rng.lognormal(0.0, settings.drift, len(links))[keep]
@@ -189,8 +189,6 @@ def draw_samples(
     seed: int,
 ) -> list[FleetSample]:
     """Every sample of tonight's fine-tune and evaluation (module docstring), in a fixed order."""
-    from hulk.corpus import perturbed_job
-
     fs = settings.fleet_samples
     samples: list[FleetSample] = []
     training = [s for s in snapshots if not s.held_out]
@@ -210,7 +208,7 @@ def draw_samples(
             plan.insert(0, ("upcoming", 0))
         for variant, k in plan:
             name = f"{snapshot.name}/{variant}-{k}"
-            rng = _rng(seed, "sample", name)
+            rng = named_rng(seed, "sample", name)
             removed, drained = _variant_machines(inventory, variant, rng, fs)
             frames = sample_frames(
                 FleetSample(name, "", snapshot.name, variant, removed, drained, ()),
@@ -223,7 +221,7 @@ def draw_samples(
             if variant == "upcoming":
                 jobs = tuple(job for job in upcoming if not never_fits([job], fleet))
             else:
-                jobs = _draw_mix(pool, fleet, rng, fs, settings, perturbed_job)
+                jobs = draw_mix(pool, fleet, rng, settings)
             if not jobs:
                 continue
             role = "eval" if snapshot.held_out else _training_role(seed, name, fs.val_fraction)
@@ -256,7 +254,15 @@ def _variant_machines(
     return (), ()
 
 
-def _draw_mix(pool, fleet, rng, fs, settings, perturbed_job) -> tuple[Job, ...]:
+def draw_mix(
+    pool: Sequence[Job], fleet: Fleet, rng: np.random.Generator, settings: Settings
+) -> tuple[Job, ...]:
+    """1..`fleet_samples.max_jobs` jobs from `pool` (module docstring, "Mixes"): each a job of
+    the pool or, with probability `perturb_share` (always for a job drawn again), a perturbed
+    variant; a job `fleet` could never host is drawn again."""
+    from hulk.corpus import perturbed_job
+
+    fs = settings.fleet_samples
     count = int(rng.integers(1, fs.max_jobs + 1))
     jobs: list[Job] = []
     used: dict[str, int] = {}
@@ -279,7 +285,8 @@ def _training_role(seed: int, name: str, val_fraction: float) -> str:
     return "val" if int.from_bytes(digest[:8], "big") / 2.0**64 < val_fraction else "train"
 
 
-def _rng(seed: int, purpose: str, name: str) -> np.random.Generator:
+def named_rng(seed: int, purpose: str, name: str) -> np.random.Generator:
+    """A generator for one purpose and name: the same (seed, purpose, name), the same draws."""
     digest = hashlib.sha256(f"{purpose}:{name}".encode()).digest()
     keys = [int.from_bytes(digest[i : i + 4], "big") for i in range(0, 16, 4)]
     return np.random.default_rng(np.random.SeedSequence([seed & (2**63 - 1), *keys]))
