@@ -1,4 +1,4 @@
-"""Prefect 3 flows: thin callers of hulk.steps / hulk.pipeline (no step logic here).
+"""Prefect 3 flows: thin callers of hulk.steps (no step logic here).
 
 - `flows.nightly.nightly`: validate → ingest → graph → teacher labels (Dask fan-out) → train
   (register, promote) → assign (the `assign` flow) → evaluate, in the order of hulk.steps.STEPS;

@@ -1,9 +1,10 @@
 """The ``assign`` flow: placements for the upcoming jobs, published with a report.
 
 Reads the upcoming jobs (params: assign.jobs_file), loads the champion (assign.strategy auto),
-writes ``<run-id>.json`` and replaces ``latest.json`` atomically (hulk.steps.run → pipeline.assign),
-then attaches the per-job table (machines, stages, seconds per iteration against Systems A/B/C)
-as a Prefect table artifact and, with its markdown twin, to MLflow (hulk.registry.log_placements).
+writes ``<run-id>.json`` and replaces ``latest.json`` atomically (hulk.steps.run →
+hulk.stages.assign), then attaches the per-job table (machines, stages, seconds per iteration
+against Systems A/B/C) as a Prefect table artifact and, with its markdown twin, to MLflow
+(hulk.registry.log_placements).
 """
 
 from __future__ import annotations

@@ -30,8 +30,10 @@ from prefect.cache_policies import NO_CACHE
 
 from flows._common import brief, dask_runner, flow_settings, retry_options
 from flows.assign import assign_flow
-from hulk import corpus, pipeline, steps
+from hulk import corpus, steps
+from hulk.data_folder import data_source
 from hulk.settings import Settings
+from hulk.stages.corpus import corpus_is_current
 
 
 @task(cache_policy=NO_CACHE)
@@ -114,7 +116,7 @@ def nightly(params: str = "params.yaml", data_dir: str | None = None) -> dict[st
     """Validate, ingest, graph, label, train/register/promote, assign/publish, evaluate."""
     settings = flow_settings(params, data_dir)
     logger = get_run_logger()
-    imported = pipeline.data_source(settings.data_dir) == "link table"
+    imported = data_source(settings.data_dir) == "link table"
     done: dict[str, Any] = {}
     for step in steps.nightly_steps():
         started = time.perf_counter()
@@ -134,7 +136,7 @@ def nightly(params: str = "params.yaml", data_dir: str | None = None) -> dict[st
         elif step.name == "labels":
             fan_out = fleet_labels.with_options(task_runner=dask_runner(settings.flows))
             done[step.name] = fan_out(params, data_dir)
-        elif step.name == "corpus" and not pipeline.corpus_is_current(settings):
+        elif step.name == "corpus" and not corpus_is_current(settings):
             labels = teacher_labels.with_options(task_runner=dask_runner(settings.flows))
             outcomes = labels(params, data_dir)
             seconds = time.perf_counter() - started

@@ -360,6 +360,17 @@ def check_failed(fleet: Fleet, failed_node_ids: Sequence[int]) -> list[int]:
     return sorted(set(ids))
 
 
+def earlier_failures(doc: Mapping[str, Any], fleet: Fleet) -> list[int]:
+    """Machines a re-planned file's chain already lost (its ``replan.failed``) that `fleet`
+    still lists: they stay out of later re-plans and evaluations of that chain."""
+    record = doc.get("replan")
+    failed = record.get("failed") if isinstance(record, dict) else None
+    if not isinstance(failed, list):
+        return []
+    known = set(fleet.node_ids.tolist())
+    return sorted({n for n in failed if isinstance(n, int) and n in known})
+
+
 def replan(
     placements: Sequence[JobPlacement],
     fleet_before: Fleet,

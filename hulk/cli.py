@@ -1,7 +1,8 @@
 """The `hulk` command line (docs/contracts.md#command-line): one sub-command per step.
 
-Every command is a thin caller of hulk.pipeline; every option defaults to params.yaml, so the
-bare command works on the embedded default data. Bad input ends in a message and exit code 2,
+Every command is a thin caller of a step (`hulk.steps.run`, which also writes the step's metrics,
+as DVC and the flows do) or of a `hulk.stages` module; every option defaults to params.yaml, so
+the bare command works on the embedded default data. Bad input ends in a message and exit code 2,
 never a traceback.
 """
 
@@ -24,9 +25,10 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from hulk import pipeline
+from hulk import steps
 from hulk.errors import HulkError, InputError
 from hulk.settings import DEFAULT_PARAMS, Settings, load_settings
+from hulk.stages import StepResult
 
 app = typer.Typer(
     help="Hulk: place large training jobs on a geo-distributed GPU fleet.",
@@ -91,7 +93,7 @@ def progress_bar(label: str) -> Iterator[Callable[[int, int], None]]:
         yield update
 
 
-def report(result: pipeline.StepResult, title: str, started: float) -> None:
+def report(result: StepResult, title: str, started: float) -> None:
     for finding in result.warnings:
         err.print(f"[yellow]{escape(finding.render())}[/yellow]")
     out.print(f"[green]✓[/green] {title} ({time.perf_counter() - started:.1f} s)")
@@ -124,12 +126,14 @@ def generate(
     settings = _settings(ctx, out_dir)
     started = time.perf_counter()
     if append_day:
-        result = pipeline.append_day(settings.data_dir, settings, seed=seed)
+        from hulk.stages.generate import append_day as append_next_day
+
+        result = append_next_day(settings.data_dir, settings, seed=seed)
         report(result, "appended", started)
         return
     with progress_bar("generating logs") as bar:
-        result = pipeline.generate(
-            settings.data_dir,
+        result = steps.run(
+            "generate",
             settings,
             preset=preset,
             days=days,
@@ -152,7 +156,9 @@ def import_hulk(
     """Import a fleet in the paper's published format (inventory + link table)."""
     settings = _settings(ctx, out_dir)
     started = time.perf_counter()
-    result = pipeline.import_hulk(nodes, edges, settings.data_dir, settings)
+    from hulk.stages import import_hulk as importer
+
+    result = importer.run(nodes, edges, settings.data_dir, settings)
     report(result, "imported", started)
 
 
@@ -166,7 +172,7 @@ def validate(
     settings = _settings(ctx, data)
     started = time.perf_counter()
     with progress_bar("validating log partitions") as bar:
-        result = pipeline.validate(settings.data_dir, settings, progress=bar)
+        result = steps.run("validate", settings, progress=bar)
     report(result, "validated", started)
 
 
@@ -184,15 +190,10 @@ def ingest(
 ) -> None:
     """Compute the link table over the rolling window from raw latency logs."""
     settings = _settings(ctx, out_dir)
-    data = settings.data_dir
     started = time.perf_counter()
     with progress_bar("validating log partitions") as bar:
-        result = pipeline.ingest(
-            logs or data / "logs",
-            inventory or data / "machines.csv",
-            data,
-            settings,
-            progress=bar,
+        result = steps.run(
+            "ingest", settings, logs_dir=logs, inventory_file=inventory, progress=bar
         )
     report(result, "link table", started)
 
@@ -206,7 +207,7 @@ def graph(
     """Build the fleet graph snapshot (networkx + PyTorch Geometric)."""
     settings = _settings(ctx, data)
     started = time.perf_counter()
-    result = pipeline.graph(settings.data_dir, settings)
+    result = steps.run("graph", settings)
     report(result, "fleet graph", started)
 
 
@@ -219,12 +220,11 @@ def run(
     """The main job on the embedded default: generate the fleet and its logs, then the whole
     nightly flow (validate → ingest → graph → teacher labels → train → assign → evaluate)."""
     settings = _settings(ctx, data)
-    data = settings.data_dir
     total = time.perf_counter()
     with progress_bar("generating logs") as bar:
-        result = pipeline.generate(data, settings, progress=bar)
+        result = steps.run("generate", settings, progress=bar)
     report(result, "generated", total)
-    _run_nightly(ctx, data, total)
+    _run_nightly(ctx, settings.data_dir, total)
 
 
 @app.command()
@@ -287,8 +287,6 @@ def stage(
 ) -> None:
     """Run one step of the pipeline as dvc.yaml's stage of that name does (and write its
     metrics under DATA/metrics)."""
-    from hulk import steps
-
     if name not in steps.BY_NAME:
         raise InputError(
             None, "stage.unknown", f"no step {name!r}; steps: {', '.join(steps.BY_NAME)}"
@@ -313,8 +311,6 @@ def dvc_yaml(
     ] = False,
 ) -> None:
     """Write dvc.yaml from the step graph of hulk/steps.py (the one definition of the stages)."""
-    from hulk import steps
-
     text = steps.dvc_yaml(_settings(ctx))
     if check:
         current = out_file.read_text(encoding="utf-8") if out_file.exists() else ""
@@ -356,14 +352,20 @@ def train(
     settings = _settings(ctx, data)
     started = time.perf_counter()
     with progress_bar("labelling corpus fleets") as bar:
-        result = pipeline.train(
-            settings.data_dir,
-            settings,
-            seed=seed,
-            workers=workers,
-            rebuild_corpus=rebuild_corpus,
-            progress=bar,
+        built = steps.run(
+            "corpus", settings, seed=seed, workers=workers, rebuild=rebuild_corpus, progress=bar
         )
+    prior = steps.run("prior", settings, seed=seed, rebuild=rebuild_corpus)
+    labels = steps.run("labels", settings)
+    result = steps.run("train", settings, seed=seed)
+    result.findings = labels.findings + result.findings
+    result.summary = {
+        "corpus_reused": built.summary["reused"],
+        "prior_reused": prior.summary["reused"],
+        "labels_cached": labels.summary["cached"],
+        "labels_labelled": labels.summary["labelled"],
+        **result.summary,
+    }
     report(result, "trained", started)
     out.print(f"    compare versions: {escape(ui_command(settings))}")
 
@@ -420,10 +422,10 @@ def _reasons(rows: list[dict]) -> None:
             out.print(f"  {escape(row['job'])}: {escape(row['reason'])}")
 
 
-def _brief(result: pipeline.StepResult) -> pipeline.StepResult:
+def _brief(result: StepResult) -> StepResult:
     """The result with only its one-line summary values (tables are printed separately)."""
     summary = {k: v for k, v in result.summary.items() if not isinstance(v, list | dict)}
-    return pipeline.StepResult(result.outputs, result.findings, summary)
+    return StepResult(result.outputs, result.findings, summary)
 
 
 def _makespan(value: float | None, schedule: str) -> None:
@@ -450,8 +452,8 @@ def assign(
     """Place the jobs on the fleet; write DIR/<run-id>.json and DIR/latest.json."""
     settings = _settings(ctx, data)
     started = time.perf_counter()
-    result = pipeline.assign(
-        settings.data_dir,
+    result = steps.run(
+        "assign",
         settings,
         jobs_file=jobs,
         strategy=strategy,
@@ -461,7 +463,7 @@ def assign(
     _print_assignment(result, started)
 
 
-def _print_assignment(result: pipeline.StepResult, started: float) -> None:
+def _print_assignment(result: StepResult, started: float) -> None:
     from hulk.assign import schedule_of
 
     summary = result.summary
@@ -490,11 +492,11 @@ def evaluate(
     settings = _settings(ctx, data)
     started = time.perf_counter()
     file = file or settings.assign.placements_dir / LATEST
-    result = pipeline.evaluate(file, settings.data_dir, settings, plot=plot)
+    result = steps.run("evaluate", settings, placements_file=file, plot=plot)
     _print_evaluation(result, file, started)
 
 
-def _print_evaluation(result: pipeline.StepResult, file: Path, started: float) -> None:
+def _print_evaluation(result: StepResult, file: Path, started: float) -> None:
     summary = result.summary
     title = f"{file.name}: strategy {summary['strategy']}, {summary['schedule']}"
     out.print(_placements_table(summary["jobs"], title, times=False))
@@ -563,10 +565,11 @@ def replan(
     """Re-plan after machines fail or are added; write new placements; print what moved."""
     from hulk.assign import schedule_of
     from hulk.placements import LATEST
+    from hulk.stages import replan as replanning
 
     settings = _settings(ctx, data)
     started = time.perf_counter()
-    result = pipeline.replan(
+    result = replanning.run(
         settings.data_dir,
         settings,
         placements_file=placements or settings.assign.placements_dir / LATEST,

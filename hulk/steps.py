@@ -1,19 +1,21 @@
 """The step graph of the nightly pipeline, defined once.
 
-`STEPS` lists every step in order: what it reads (deps), writes (outs), which params.yaml keys it
-uses, its metrics and plots, and whether it touches files or the registry (then a flow retries
-it). Three callers use this one definition:
+`STEPS` lists every step in order: the stage function that runs it (one module per step under
+`hulk.stages`), what it reads (deps) and writes (outs), which params.yaml keys it uses, its
+metrics and plots, and whether it touches files or the registry (then a flow retries it). Every
+caller runs a step through `run`:
 
 - ``dvc.yaml`` is generated from it (`dvc_yaml`, ``hulk dvc-yaml``); every stage's command is
-  ``hulk stage NAME``, which calls `run`;
+  ``hulk stage NAME``; its code deps are the files the stage module imports
+  (`hulk.code_deps.module_files`), so they cannot drift from the code;
 - the Prefect ``nightly`` flow (flows/nightly.py) walks `nightly_steps` in the same order, each
   task calling `run` (the fan-out steps hand their per-fleet results to the same `run`);
-- ``hulk stage NAME`` runs one step by hand.
+- ``hulk stage NAME`` and the named commands (``hulk validate``, ``hulk ingest``, …) run one
+  step by hand.
 
-Each step holds its runner (`Step.runner`: one library call — a `hulk.pipeline` function or a
-`hulk.stages` module's — and the step's metrics); `run` calls it and writes the metrics and
-plot data (small, deterministic JSON / CSV under ``DATA/metrics``), so DVC and Prefect report
-the same figures. Paths follow the settings (``data_dir``, ``corpus.path``, ``assign.*``).
+`run` calls the stage function and writes the step's metrics and plot data (small,
+deterministic JSON / CSV under ``DATA/metrics``), so the CLI, DVC and Prefect report the same
+figures. Paths follow the settings (``data_dir``, ``corpus.path``, ``assign.*``).
 """
 
 from __future__ import annotations
@@ -28,14 +30,26 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from hulk import io, pipeline, schemas
+from hulk import io, schemas
+from hulk.code_deps import module_files
+from hulk.data_folder import LEARNING_CURVE_CSV, VALIDATED
 from hulk.settings import Settings
+from hulk.stages import StepResult
+from hulk.stages import assign as stage_assign
+from hulk.stages import corpus as stage_corpus
+from hulk.stages import evaluate as stage_evaluate
 from hulk.stages import fleet_labels as stage_labels
+from hulk.stages import generate as stage_generate
+from hulk.stages import graph as stage_graph
+from hulk.stages import ingest as stage_ingest
 from hulk.stages import prior as stage_prior
 from hulk.stages import train as stage_train
+from hulk.stages import validate as stage_validate
 
 METRICS_DIR = "metrics"
 ITERATION_TIMES = "iteration_times.csv"  # evaluate's plot data: job, system, iteration_s
+
+Metrics = Callable[[Settings, StepResult], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -44,18 +58,25 @@ class Step:
 
     name: str
     doc: str
-    # Runs the step on the data folder of the settings: (result, its metrics or None).
-    runner: Callable[..., tuple[pipeline.StepResult, dict[str, Any] | None]]  # `StepOutput`
+    # The stage function: stage(settings, **options), or with `on_data_folder`
+    # stage(data_dir, settings, **options) on the settings' data folder.
+    stage: Callable[..., StepResult]
     deps: Callable[[Settings], list[str]]
     outs: Callable[[Settings], list[str]]
     params: tuple[str, ...]  # params.yaml keys read (a section name: the whole section)
-    code: tuple[str, ...]  # library files the step runs: a change re-runs the stage
-    metrics: bool = True  # writes DATA/metrics/NAME.json
+    on_data_folder: bool = True
+    metrics: Metrics | None = None  # DATA/metrics/NAME.json from the step's result
     persist: tuple[str, ...] = ()  # outs DVC must not delete before re-running (published)
     persist_cache: bool = False  # persisted outs also kept in DVC's cache (a label cache)
     plots: Callable[[Settings], list[str]] = lambda s: []  # plot data (CSV)
     retried: bool = True  # touches files or the registry: a flow retries it with back-off
     nightly: bool = True  # part of the nightly flow (generate only makes the demo's data)
+
+    @property
+    def code(self) -> tuple[str, ...]:
+        """The library files the step runs (its stage module and what that imports, within
+        the package): a change to one re-runs the stage."""
+        return module_files(self.stage.__module__)
 
 
 def _data(settings: Settings, *parts: str) -> str:
@@ -78,118 +99,115 @@ def _fleet(s: Settings) -> list[str]:
     return [_data(s, schemas.INVENTORY_FILE), _data(s, schemas.LINKS_FILE)]
 
 
-# --- what each step runs: one library call and its metrics ---------------------------------------
-
-StepOutput = tuple[pipeline.StepResult, dict[str, Any] | None]
+# --- each step's metrics: a few figures of its result ---------------------------------------------
 
 
-def _keys(summary: dict[str, Any], *names: str) -> dict[str, Any]:
-    return {name: summary[name] for name in names}
+def _keys(*names: str) -> Metrics:
+    return lambda settings, result: {name: result.summary[name] for name in names}
 
 
-def _run_generate(settings: Settings, **options: Any) -> StepOutput:
-    return pipeline.generate(Path(settings.data_dir), settings, **options), None
+def _all_but(*names: str) -> Metrics:
+    return lambda settings, result: {k: v for k, v in result.summary.items() if k not in names}
 
 
-def _run_validate(settings: Settings, **options: Any) -> StepOutput:
-    result = pipeline.validate(Path(settings.data_dir), settings, **options)
-    return result, _validate_metrics(settings, result)
+def _validate_metrics(settings: Settings, result: StepResult) -> dict[str, Any]:
+    report = json.loads(Path(result.outputs["report"]).read_text())
+    counts = report.get("counts", {})
+    keys = ("machines", "log_batches", "log_rows", "quarantined_rows", "errors", "warnings")
+    return {
+        **{key: counts.get(key) for key in keys},
+        "quarantined_by_rule": counts.get("quarantined_by_rule", {}),
+    }
 
 
-def _run_ingest(settings: Settings, **options: Any) -> StepOutput:
-    data = Path(settings.data_dir)
-    result = pipeline.ingest(
-        data / schemas.LOGS_DIR, data / schemas.INVENTORY_FILE, data, settings, **options
-    )
-    return result, _keys(result.summary, "links", "quarantined_rows")
+def _assign_metrics(settings: Settings, result: StepResult) -> dict[str, Any]:
+    jobs = result.summary["jobs"]
+    return {
+        "strategy": result.summary["strategy"],
+        "makespan_s": result.summary["makespan_s"],
+        "jobs": len(jobs),
+        "placed": sum(j["status"] == "placed" for j in jobs),
+        "queued": sum(j["status"] == "queued" for j in jobs),
+        "machines_used": sum(len(j["machines"]) for j in jobs),
+    }
 
 
-def _run_graph(settings: Settings, **options: Any) -> StepOutput:
-    result = pipeline.graph(Path(settings.data_dir), settings)
-    return result, _keys(result.summary, "nodes", "links", "connected_components")
-
-
-def _run_corpus(settings: Settings, **options: Any) -> StepOutput:
-    result = pipeline.corpus(settings, workers=settings.corpus.workers, **options)
-    return result, {k: v for k, v in result.summary.items() if k not in ("reused", "seed")}
-
-
-def _run_prior(settings: Settings, **options: Any) -> StepOutput:
-    result = stage_prior.run(settings)
-    return result, _keys(result.summary, "train_samples", "val_samples", "best_epoch")
-
-
-def _run_labels(settings: Settings, **options: Any) -> StepOutput:
-    result = stage_labels.run(Path(settings.data_dir), settings, **options)
-    return result, {k: v for k, v in result.summary.items() if k != "seconds"}
-
-
-def _run_train(settings: Settings, **options: Any) -> StepOutput:
-    result = stage_train.finetune(Path(settings.data_dir), settings, **options)
-    return result, _train_metrics(settings, result)
-
-
-def _run_assign(settings: Settings, **options: Any) -> StepOutput:
-    result = pipeline.assign(Path(settings.data_dir), settings, **options)
-    return result, _assign_metrics(settings, result)
-
-
-def _run_evaluate(settings: Settings, **options: Any) -> StepOutput:
-    latest = settings.assign.placements_dir / "latest.json"
-    result = pipeline.evaluate(latest, Path(settings.data_dir), settings, **options)
-    return result, _evaluate_metrics(settings, result)
+def _evaluate_metrics(settings: Settings, result: StepResult) -> dict[str, Any]:
+    """Makespan, and per job the plan's iteration time and its speed-up over the best of A/B/C;
+    also writes the plot data (job, system, iteration_s)."""
+    rows, per_job = [], {}
+    for job in result.summary["jobs"]:
+        plan = job["iteration_s"]
+        baselines = [job[f"{name}_s"] for name in "ABC" if job[f"{name}_s"] is not None]
+        best = min(baselines) if baselines else None
+        per_job[job["job"]] = {
+            "iteration_s": plan,
+            "best_baseline_s": best,
+            "speedup": best / plan if best is not None and plan else None,
+        }
+        for system, value in (("plan", plan), *((n, job[f"{n}_s"]) for n in "ABC")):
+            rows.append(
+                {
+                    "bar": f"{job['job']} {system}",
+                    "job": job["job"],
+                    "system": system,
+                    "iteration_s": value,
+                }
+            )
+    io.write_csv(Path(settings.data_dir) / METRICS_DIR / ITERATION_TIMES, pd.DataFrame(rows))
+    return {"makespan_s": result.summary["makespan_s"], "jobs": per_job}
 
 
 STEPS: tuple[Step, ...] = (
     Step(
         name="generate",
-        runner=_run_generate,
+        stage=stage_generate.run,
         doc="synthetic inventory + day-partitioned latency logs (the embedded default)",
         deps=lambda s: [],
         outs=lambda s: [_data(s, schemas.INVENTORY_FILE), _data(s, schemas.LOGS_DIR)],
         params=("seed", "generate"),
-        code=("hulk/generate.py", "hulk/presets.py", "hulk/geo.py"),
-        metrics=False,
         nightly=False,
     ),
     Step(
         name="validate",
-        runner=_run_validate,
+        stage=stage_validate.run,
+        metrics=_validate_metrics,
         doc="Great Expectations over inventory and logs; quarantine; Data Docs",
         deps=lambda s: [_data(s, schemas.INVENTORY_FILE), _data(s, schemas.LOGS_DIR)],
         outs=lambda s: [
             _data(s, schemas.QUARANTINE_FILE),
-            _data(s, schemas.VALIDATION_DIR, pipeline.VALIDATED),
+            _data(s, schemas.VALIDATION_DIR, VALIDATED),
         ],
         params=("validate", "ingest.window_days", "ingest.latency_probe_bytes"),
-        code=("hulk/validation",),
     ),
     Step(
         name="ingest",
-        runner=_run_ingest,
+        stage=stage_ingest.run,
+        metrics=_keys("links", "quarantined_rows"),
         doc="link table over the rolling window, without the quarantined rows",
         deps=lambda s: [
             _data(s, schemas.INVENTORY_FILE),
             _data(s, schemas.LOGS_DIR),
             _data(s, schemas.QUARANTINE_FILE),
-            _data(s, schemas.VALIDATION_DIR, pipeline.VALIDATED),
+            _data(s, schemas.VALIDATION_DIR, VALIDATED),
         ],
         outs=lambda s: [_data(s, schemas.LINKS_FILE)],
         params=("ingest", "validate"),
-        code=("hulk/ingest.py", "hulk/validation"),
     ),
     Step(
         name="graph",
-        runner=_run_graph,
+        stage=stage_graph.run,
+        metrics=_keys("nodes", "links", "connected_components"),
         doc="fleet graph snapshot (networkx + PyTorch Geometric)",
         deps=_fleet,
         outs=lambda s: [_data(s, schemas.GRAPH_DIR)],
         params=("hardware", "graph"),
-        code=("hulk/graph.py", "hulk/hardware.py"),
     ),
     Step(
         name="corpus",
-        runner=_run_corpus,
+        stage=stage_corpus.run,
+        on_data_folder=False,
+        metrics=_all_but("reused", "seed"),
         doc="teacher labels: generated fleets × job mixes, searched with the cost model",
         deps=lambda s: [],
         outs=lambda s: [
@@ -197,33 +215,27 @@ STEPS: tuple[Step, ...] = (
             s.corpus.path.with_suffix(".json").as_posix(),
         ],
         params=("seed", "corpus", "generate", "teacher", "planner", "hardware", "graph"),
-        code=(
-            "hulk/corpus.py",
-            "hulk/teacher.py",
-            "hulk/planner.py",
-            "hulk/cost.py",
-            "hulk/hardware.py",
-            "hulk/tours.py",
-        ),
     ),
     Step(
         name="prior",
-        runner=_run_prior,
+        stage=stage_prior.run,
+        on_data_folder=False,
+        metrics=_keys("train_samples", "val_samples", "best_epoch"),
         doc="the prior: the GNN trained on the synthetic corpus (reused while it is unchanged)",
         deps=lambda s: [s.corpus.path.as_posix(), s.corpus.path.with_suffix(".json").as_posix()],
         outs=lambda s: [_prior(s), Path(_prior(s)).with_suffix(".json").as_posix()],
         params=("seed", "model", "train"),
-        code=("hulk/stages/prior.py", "hulk/train.py", "hulk/model.py"),
     ),
     Step(
         name="labels",
-        runner=_run_labels,
+        stage=stage_labels.run,
+        metrics=_all_but("seconds"),
         doc="samples of the data folder's own fleet, teacher-labelled (cached by content)",
         deps=lambda s: [
             *_fleet(s),
             _data(s, schemas.LOGS_DIR),
             _data(s, schemas.QUARANTINE_FILE),
-            _data(s, schemas.VALIDATION_DIR, pipeline.VALIDATED),
+            _data(s, schemas.VALIDATION_DIR, VALIDATED),
             s.assign.jobs_file.as_posix(),
         ],
         outs=lambda s: [_data(s, "labels")],
@@ -239,18 +251,11 @@ STEPS: tuple[Step, ...] = (
             "hardware",
             "graph",
         ),
-        code=(
-            "hulk/stages/fleet_labels.py",
-            "hulk/fleet_samples.py",
-            "hulk/fleet_labels.py",
-            "hulk/teacher.py",
-            "hulk/planner.py",
-            "hulk/cost.py",
-        ),
     ),
     Step(
         name="train",
-        runner=_run_train,
+        stage=stage_train.finetune,
+        metrics=_all_but("run_id", "decision", "eval_set"),
         doc="fine-tune on the fleet's samples, score with the champion on one set, register, gate",
         deps=lambda s: [
             s.corpus.path.as_posix(),
@@ -259,7 +264,7 @@ STEPS: tuple[Step, ...] = (
             *_fleet(s),
         ],
         outs=lambda s: [_data(s, "training", "learning_curves.png")],
-        plots=lambda s: [_data(s, "training", pipeline.LEARNING_CURVE_CSV)],
+        plots=lambda s: [_data(s, "training", LEARNING_CURVE_CSV)],
         params=(
             "seed",
             "model",
@@ -272,19 +277,11 @@ STEPS: tuple[Step, ...] = (
             "mlflow",
             "assign.gnn_fallback_ratio",
         ),
-        code=(
-            "hulk/stages/train.py",
-            "hulk/train.py",
-            "hulk/model.py",
-            "hulk/gnn_eval.py",
-            "hulk/gnn.py",
-            "hulk/algorithm1.py",
-            "hulk/registry.py",
-        ),
     ),
     Step(
         name="assign",
-        runner=_run_assign,
+        stage=stage_assign.run,
+        metrics=_assign_metrics,
         doc="place the upcoming jobs (champion GNN, else the teacher); publish latest.json",
         deps=lambda s: [
             *_fleet(s),
@@ -294,23 +291,16 @@ STEPS: tuple[Step, ...] = (
         outs=lambda s: [_latest(s)],
         persist=("latest.json",),
         params=("seed", "assign", "planner", "teacher", "hardware", "graph", "mlflow"),
-        code=("hulk/assign.py", "hulk/gnn.py", "hulk/algorithm1.py", "hulk/placements.py"),
     ),
     Step(
         name="evaluate",
-        runner=_run_evaluate,
+        stage=stage_evaluate.run,
+        metrics=_evaluate_metrics,
         doc="cost table and plot of the published placements against Systems A, B, C",
         deps=lambda s: [_latest(s), *_fleet(s)],
         outs=lambda s: [(s.assign.placements_dir / "latest.png").as_posix()],
         plots=lambda s: [_data(s, METRICS_DIR, ITERATION_TIMES)],
         params=("hardware", "graph"),
-        code=(
-            "hulk/evaluate.py",
-            "hulk/cost.py",
-            "hulk/hardware.py",
-            "hulk/tours.py",
-            "hulk/baselines.py",
-        ),
         retried=False,
     ),
 )
@@ -342,72 +332,25 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def _validate_metrics(settings: Settings, result: pipeline.StepResult) -> dict[str, Any]:
-    report = json.loads(Path(result.outputs["report"]).read_text())
-    counts = report.get("counts", {})
-    keys = ("machines", "log_batches", "log_rows", "quarantined_rows", "errors", "warnings")
-    return {
-        **{key: counts.get(key) for key in keys},
-        "quarantined_by_rule": counts.get("quarantined_by_rule", {}),
-    }
-
-
-def _train_metrics(settings: Settings, result: pipeline.StepResult) -> dict[str, Any]:
-    return {k: v for k, v in result.summary.items() if k not in ("run_id", "decision", "eval_set")}
-
-
-def _assign_metrics(settings: Settings, result: pipeline.StepResult) -> dict[str, Any]:
-    jobs = result.summary["jobs"]
-    return {
-        "strategy": result.summary["strategy"],
-        "makespan_s": result.summary["makespan_s"],
-        "jobs": len(jobs),
-        "placed": sum(j["status"] == "placed" for j in jobs),
-        "queued": sum(j["status"] == "queued" for j in jobs),
-        "machines_used": sum(len(j["machines"]) for j in jobs),
-    }
-
-
-def _evaluate_metrics(settings: Settings, result: pipeline.StepResult) -> dict[str, Any]:
-    """Makespan, and per job the plan's iteration time and its speed-up over the best of A/B/C;
-    also writes the plot data (job, system, iteration_s)."""
-    rows, per_job = [], {}
-    for job in result.summary["jobs"]:
-        plan = job["iteration_s"]
-        baselines = [job[f"{name}_s"] for name in "ABC" if job[f"{name}_s"] is not None]
-        best = min(baselines) if baselines else None
-        per_job[job["job"]] = {
-            "iteration_s": plan,
-            "best_baseline_s": best,
-            "speedup": best / plan if best is not None and plan else None,
-        }
-        for system, value in (("plan", plan), *((n, job[f"{n}_s"]) for n in "ABC")):
-            rows.append(
-                {
-                    "bar": f"{job['job']} {system}",
-                    "job": job["job"],
-                    "system": system,
-                    "iteration_s": value,
-                }
-            )
-    io.write_csv(Path(settings.data_dir) / METRICS_DIR / ITERATION_TIMES, pd.DataFrame(rows))
-    return {"makespan_s": result.summary["makespan_s"], "jobs": per_job}
-
-
-def run(name: str, settings: Settings, **options: Any) -> pipeline.StepResult:
+def run(name: str, settings: Settings, **options: Any) -> StepResult:
     """Run step `name` on the data folder of `settings` and write its metrics.
 
-    `options` go to the pipeline function (``progress``, ``now``; for ``corpus`` also
+    `options` go to the stage function (``progress``, ``now``; for ``corpus`` also
     ``outcomes`` and ``seconds``: fleets labelled elsewhere; for ``validate`` also
-    ``map_days``: how the log partitions are run, e.g. on the flow's Dask workers). Raises
-    what the step raises (`hulk.errors.HulkError` for bad input) before its metrics are written.
+    ``map_days``: how the log partitions are run, e.g. on the flow's Dask workers; the named
+    commands' options, e.g. ``hulk ingest --logs``). Raises what the step raises
+    (`hulk.errors.HulkError` for bad input) before its metrics are written.
     """
     if name not in BY_NAME:
         raise KeyError(f"no step {name!r}; steps: {', '.join(BY_NAME)}")
-    result, metrics = BY_NAME[name].runner(settings, **options)
-    if metrics is not None:
+    step = BY_NAME[name]
+    if step.on_data_folder:
+        result = step.stage(Path(settings.data_dir), settings, **options)
+    else:
+        result = step.stage(settings, **options)
+    if step.metrics is not None:
         path = metrics_path(settings, name)
-        _write_json(path, metrics)
+        _write_json(path, step.metrics(settings, result))
         result.outputs[f"{name}_metrics"] = path
     return result
 
@@ -416,7 +359,7 @@ def run(name: str, settings: Settings, **options: Any) -> pipeline.StepResult:
 
 HEADER = """\
 # Generated from hulk/steps.py by `hulk dvc-yaml`: edit the step graph there, not here.
-# Every stage runs `hulk stage NAME` (hulk.steps.run -> the step's runner: one library call).
+# Every stage runs `hulk stage NAME` (hulk.steps.run -> the step's stage function, hulk/stages/).
 # Side effects DVC does not track: the MLflow database and artifacts (train registers and
 # promotes a model; assign uses the champion), the validation report and Data Docs.
 """
@@ -440,10 +383,10 @@ def dvc_stages(settings: Settings) -> dict[str, Any]:
         # Plot data are small outs kept out of the cache; the top-level `plots` draw them.
         outs += [{p: {"cache": False}} for p in step.plots(settings)]
         stage["outs"] = outs
-        if step.metrics:
+        if step.metrics is not None:
             stage["metrics"] = [{metrics_path(settings, step.name).as_posix(): {"cache": False}}]
         stages[step.name] = stage
-    curve = _data(settings, "training", pipeline.LEARNING_CURVE_CSV)
+    curve = _data(settings, "training", LEARNING_CURVE_CSV)
     times = _data(settings, METRICS_DIR, ITERATION_TIMES)
     return {
         "stages": stages,

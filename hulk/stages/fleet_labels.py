@@ -45,7 +45,7 @@ from hulk.jobs import Job, parse_jobs
 from hulk.settings import Settings
 
 if TYPE_CHECKING:
-    from hulk.pipeline import StepResult
+    from hulk.stages import StepResult
 
 LABELS_DIR = "labels"
 SNAPSHOTS_DIR = "snapshots"
@@ -68,7 +68,7 @@ def label_task(task: LabelTask) -> dict[str, Any]:
 
 def has_logs(data_dir: Path) -> bool:
     """Whether the data folder holds raw logs (else it was imported as a link table)."""
-    from hulk.pipeline import data_source
+    from hulk.data_folder import data_source
 
     return data_source(data_dir) == "logs"
 
@@ -80,8 +80,8 @@ def link_snapshots(
     if not has_logs(data_dir):
         held_out = LinkSnapshot("links", links, held_out=True)
         return [*drift_snapshots(links, settings.fleet_samples, settings.seed), held_out]
+    from hulk.data_folder import validated_quarantine as _validated_quarantine
     from hulk.ingest import link_stats, window_end_for
-    from hulk.pipeline import _validated_quarantine
 
     logs_dir = data_dir / schemas.LOGS_DIR
     quarantine = _validated_quarantine(logs_dir, data_dir / schemas.INVENTORY_FILE, data_dir)
@@ -157,8 +157,8 @@ def fleet_labels(
     map_labels: MapLabels = map,
 ) -> FleetLabelsOutcome:
     """Draw tonight's samples, label what is new, write ``DATA/labels`` (module docstring)."""
+    from hulk.data_folder import load_frames
     from hulk.jobs import load_jobs
-    from hulk.pipeline import load_frames
 
     started = time.perf_counter()
     now = now or dt.datetime.now(dt.UTC)
@@ -229,7 +229,7 @@ def run(
     map_labels: MapLabels = map,
 ) -> StepResult:
     """The labels step: `fleet_labels`, with counts by role, cached and labelled samples."""
-    from hulk.pipeline import StepResult
+    from hulk.stages import StepResult
 
     outcome = fleet_labels(data_dir, settings, now=now, map_labels=map_labels)
     out = labels_dir(settings)
@@ -269,7 +269,7 @@ def load_labelled(data_dir: Path, settings: Settings) -> list[LabelledSample]:
     Raises `InputError` when the step has not run, or ran on another inventory.
     """
     from hulk.corpus import order_jobs
-    from hulk.pipeline import load_frames
+    from hulk.data_folder import load_frames
 
     out = labels_dir(settings)
     index_file = out / SAMPLES_FILE

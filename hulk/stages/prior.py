@@ -22,7 +22,7 @@ from hulk.errors import InputError
 from hulk.settings import Settings
 
 if TYPE_CHECKING:
-    from hulk.pipeline import StepResult
+    from hulk.stages import StepResult
 
 FORMAT = 1
 
@@ -119,7 +119,7 @@ def load_prior(settings: Settings) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def run(settings: Settings, seed: int | None = None, rebuild: bool = False) -> StepResult:
     """The prior step: train (or reuse) the prior; its record as the summary."""
-    from hulk.pipeline import StepResult
+    from hulk.stages import StepResult
 
     seed = settings.seed if seed is None else seed
     record = train_prior(settings, seed, rebuild)

@@ -27,8 +27,9 @@ import numpy as np
 import pandas as pd
 
 from hulk import io
-from hulk.pipeline import LEARNING_CURVE_CSV, StepResult, load_fleet, model_graph
+from hulk.data_folder import LEARNING_CURVE_CSV, load_fleet, model_graph
 from hulk.settings import Settings
+from hulk.stages import StepResult
 
 GATE_METRIC = "gate_score"
 PARTS = ("fleet", "synthetic")  # the evaluation set's parts

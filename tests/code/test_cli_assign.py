@@ -207,14 +207,14 @@ def test_evaluate_malformed_file_names_the_field(tiny: Path, jobs_file: Path, pa
 
 def _concurrent_file(tiny: Path, tmp_path: Path) -> Path:
     """Placements with GPT-2 on Beijing (0–2) and BERT on Tokyo (3–5), made with the planner."""
-    from hulk import pipeline
     from hulk import placements as pl
     from hulk.assign import makespan, placed
+    from hulk.data_folder import load_fleet
     from hulk.planner import plan_job
     from hulk.settings import Settings
 
     settings = Settings()
-    fleet, _, _ = pipeline.load_fleet(tiny, settings)
+    fleet, _, _ = load_fleet(tiny, settings)
     gpt, bert = preset_jobs(["GPT-2-1.5B", "BERT-large"])
     placements = []
     for job, nodes in ((gpt, [0, 1, 2]), (bert, [3, 4, 5])):

@@ -11,8 +11,9 @@ import pytest
 
 from flows.assign import ARTIFACT_KEY, assign_flow
 from flows.nightly import nightly
-from hulk import pipeline, registry
+from hulk import registry, steps
 from hulk.settings import load_settings
+from hulk.stages.generate import append_day
 from tests.flows.conftest import tiny_params, write_params
 
 pytestmark = pytest.mark.slow  # `make test-fast` leaves these out
@@ -26,7 +27,7 @@ def first_run(prefect_server: str, tmp_path_factory: pytest.TempPathFactory) -> 
     root = tmp_path_factory.mktemp("nightly")
     params = write_params(root / "params.yaml", tiny_params(root))
     settings = load_settings(params)
-    pipeline.generate(settings.data_dir, settings)
+    steps.run("generate", settings)
     state = nightly(params=str(params), return_state=True)
     return {"params": params, "settings": settings, "state": state}
 
@@ -122,7 +123,7 @@ def test_assign_flow_publishes_again_with_artifacts(first_run: dict) -> None:
 def test_a_second_night_labels_only_the_new_samples(first_run: dict) -> None:
     settings = first_run["settings"]
     before = json.loads((settings.data_dir / "labels" / "samples.json").read_text())
-    pipeline.append_day(settings.data_dir, settings)
+    append_day(settings.data_dir, settings)
     state = nightly(params=str(first_run["params"]), return_state=True)
     assert state.is_completed(), state.message
     done = state.result()

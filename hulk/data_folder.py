@@ -1,0 +1,117 @@
+"""A data folder as the steps see it: its layout and what they read from it.
+
+Every step of `hulk.stages` works on one data folder (docs/design.md#data-folder):
+
+    machines.csv        inventory
+    logs/day=…/         raw latency logs, one partition per UTC day
+    quarantine.parquet  raw rows kept out of the link table, with the rule that caught them
+    validation/         report.json, validated.json, Great Expectations Data Docs (docs/)
+    links.parquet       link table over the window
+    graph/              fleet graph snapshot
+    training/           the train step's plots and learning curve
+    placements/         `hulk assign` / `hulk replan`: <run-id>.json and latest.json
+                        (docs/contracts.md#placements-file)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from hulk import io, schemas
+from hulk.errors import InputError
+from hulk.settings import Settings
+
+if TYPE_CHECKING:
+    from torch_geometric.data import Data
+
+    from hulk.cost import Fleet
+
+VALIDATED = "validated.json"  # under validation/: the fingerprint of the validated logs
+LEARNING_CURVE_CSV = "learning_curve.csv"  # under training/: per epoch, loss and accuracy
+
+
+def data_source(data_dir: Path) -> str:
+    """What a data folder's fleet comes from: ``"logs"`` (raw latency logs to validate and
+    ingest) or ``"link table"`` (imported with ``hulk import-hulk``, validated then).
+
+    Raises `InputError` naming both files when the folder has neither.
+    """
+    logs = data_dir / schemas.LOGS_DIR
+    if logs.is_dir() and any(p.is_file() for p in logs.rglob("*")):
+        return "logs"
+    links = data_dir / schemas.LINKS_FILE
+    if links.is_file():
+        return "link table"
+    raise InputError(
+        data_dir,
+        "data.empty",
+        f"neither raw logs ({logs}/day=…/) nor a link table ({links}): generate or collect logs, "
+        "or import a fleet with `hulk import-hulk`",
+    )
+
+
+def logs_fingerprint(logs_dir: Path, inventory_file: Path) -> str:
+    """sha256 over the log files' contents and the inventory: what a validation result is for."""
+    digest = hashlib.sha256()
+    files = sorted(p for p in logs_dir.rglob("*") if p.is_file() and not p.name.startswith("."))
+    for path in [inventory_file, *files]:
+        digest.update(
+            str(path.relative_to(path.parent if path == inventory_file else logs_dir)).encode()
+        )
+        digest.update(io.sha256_file(path).encode())
+    return digest.hexdigest()
+
+
+def validated_quarantine(
+    logs_dir: Path, inventory_file: Path, out_dir: Path
+) -> pd.DataFrame | None:
+    """The quarantine the validate step wrote for these very logs, or None if there is none."""
+    record_path = out_dir / schemas.VALIDATION_DIR / VALIDATED
+    quarantine_path = out_dir / schemas.QUARANTINE_FILE
+    if not (record_path.exists() and quarantine_path.exists()):
+        return None
+    record = json.loads(record_path.read_text())
+    if record.get("logs_fingerprint") != logs_fingerprint(logs_dir, inventory_file):
+        return None
+    return pd.read_parquet(quarantine_path)
+
+
+def load_frames(data_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(inventory, link table) of DIR/machines.csv + DIR/links.parquet."""
+    from hulk.validation import read_inventory
+
+    links_file = data_dir / schemas.LINKS_FILE
+    if not links_file.exists():
+        raise InputError(
+            links_file,
+            "links.exists",
+            "no link table: run `hulk ingest` (or `hulk import-hulk`) first",
+        )
+    return read_inventory(data_dir / schemas.INVENTORY_FILE), pd.read_parquet(links_file)
+
+
+def load_fleet(data_dir: Path, settings: Settings) -> tuple[Fleet, pd.DataFrame, pd.DataFrame]:
+    """The cost model's fleet from DIR/machines.csv + DIR/links.parquet (and both frames)."""
+    from hulk.cost import Fleet
+
+    inventory, links = load_frames(data_dir)
+    fleet = Fleet.from_frames(inventory, links, settings.hardware, settings.graph.bandwidth_tiers)
+    return fleet, inventory, links
+
+
+def model_graph(data_dir: Path, settings: Settings) -> Data:
+    """The graph step's tensors of the data folder's fleet (`hulk.graph.load_model_graph`)."""
+    from hulk.graph import load_model_graph
+
+    return load_model_graph(
+        data_dir / schemas.GRAPH_DIR,
+        data_dir / schemas.LINKS_FILE,
+        data_dir / schemas.INVENTORY_FILE,
+        settings.hardware,
+        settings.graph.bandwidth_tiers,
+    )

@@ -1,0 +1,69 @@
+"""The evaluate step: the cost table of a placements file on the data folder's fleet against
+Systems A, B, C (`hulk.evaluate`), and its plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hulk import io, schemas
+from hulk.data_folder import load_fleet
+from hulk.findings import Finding
+from hulk.settings import Settings
+from hulk.stages import StepResult
+
+
+def run(
+    data_dir: Path,
+    settings: Settings,
+    placements_file: Path | None = None,
+    plot: Path | None = None,
+) -> StepResult:
+    """Cost table of `placements_file` (default: the published ``latest.json``) on the fleet
+    of `data_dir`, and a PNG plot, by default beside the placements file (``<name>.png``)."""
+    from hulk.assign import changed_fleet_frames, earlier_failures
+    from hulk.cost import Fleet
+    from hulk.evaluate import evaluate as evaluate_file
+    from hulk.evaluate import plot_costs, rows
+    from hulk.placements import LATEST, read_placements
+
+    placements_file = placements_file or settings.assign.placements_dir / LATEST
+    fleet, inventory, links = load_fleet(data_dir, settings)
+    checked = read_placements(placements_file, fleet)
+    failed = earlier_failures(checked.doc, fleet)
+    if failed:  # a re-planned file: its fleet no longer has the failed machines
+        fleet = Fleet.from_frames(
+            *changed_fleet_frames(inventory, links, failed),
+            settings.hardware,
+            settings.graph.bandwidth_tiers,
+        )
+        checked = read_placements(placements_file, fleet)
+    evaluation = evaluate_file(checked, fleet)
+    findings = [
+        Finding("warning", "evaluate.estimate", str(placements_file), note)
+        for note in evaluation.notes
+    ]
+    snapshot = checked.doc.get("fleet", {}).get("snapshot")
+    links_sha = io.sha256_file(data_dir / schemas.LINKS_FILE)
+    if snapshot != links_sha and "replan" not in checked.doc:
+        findings.append(
+            Finding(
+                "warning",
+                "evaluate.snapshot",
+                str(placements_file),
+                f"the file was made on link table {str(snapshot)[:12]}…, the data folder holds "
+                f"{links_sha[:12]}…: figures are recomputed on the data folder's fleet",
+            )
+        )
+    plot = plot or placements_file.with_suffix(".png")
+    plot_costs(evaluation, plot, title=f"{placements_file.name}: seconds per iteration")
+    return StepResult(
+        outputs={"plot": plot},
+        findings=findings,
+        summary={
+            "run_id": checked.doc.get("run_id"),
+            "strategy": evaluation.strategy,
+            "schedule": evaluation.schedule,
+            "jobs": rows(evaluation),
+            "makespan_s": evaluation.makespan_s,
+        },
+    )

@@ -1,0 +1,42 @@
+"""The generate step: a synthetic fleet and its day-partitioned latency logs (the embedded
+default data of `hulk run`), and the next day of logs (`hulk generate --append-day`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hulk import schemas
+from hulk.settings import Settings
+from hulk.stages import Progress, StepResult
+
+
+def run(
+    out_dir: Path,
+    settings: Settings,
+    preset: str | None = None,
+    days: int | None = None,
+    seed: int | None = None,
+    progress: Progress = None,
+) -> StepResult:
+    """Write the inventory and `days` of logs of `preset` (defaults: ``generate:``, ``seed``)."""
+    from hulk.generate import build_fleet, write_dataset
+
+    gen = settings.generate
+    preset = preset or gen.preset
+    days = days or gen.days
+    seed = settings.seed if seed is None else seed
+    inventory = build_fleet(preset, seed, gen)
+    parts = write_dataset(out_dir, inventory, seed, gen, days, gen.end_date, progress=progress)
+    return StepResult(
+        outputs={"inventory": out_dir / schemas.INVENTORY_FILE, "logs": out_dir / schemas.LOGS_DIR},
+        summary={"preset": preset, "machines": len(inventory), "days": len(parts), "seed": seed},
+    )
+
+
+def append_day(out_dir: Path, settings: Settings, seed: int | None = None) -> StepResult:
+    """Add the day after the latest log partition: what a nightly run sees arrive."""
+    from hulk.generate import append_day as append_next_day
+
+    seed = settings.seed if seed is None else seed
+    path = append_next_day(out_dir, seed, settings.generate)
+    return StepResult(outputs={"partition": path}, summary={"day": path.parent.name, "seed": seed})

@@ -1,0 +1,39 @@
+"""The graph step: the fleet graph snapshot of the data folder (`hulk.graph`): the tensors the
+model reads at assignment, the networkx form and the snapshot record."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from hulk import io, schemas
+from hulk.errors import InputError
+from hulk.settings import Settings
+from hulk.stages import StepResult
+
+
+def run(data_dir: Path, settings: Settings) -> StepResult:
+    """Write DATA/graph/ from the inventory and the link table; its record as the summary."""
+    from hulk.graph import build_fleet_graph, features_sha256, save_fleet_graph, snapshot_id
+    from hulk.validation import read_inventory
+
+    inventory_file = data_dir / schemas.INVENTORY_FILE
+    links_file = data_dir / schemas.LINKS_FILE
+    if not links_file.exists():
+        raise InputError(links_file, "links.exists", "no link table: run `hulk ingest` first")
+    inventory = read_inventory(inventory_file)
+    links = pd.read_parquet(links_file)
+    fleet = build_fleet_graph(
+        inventory,
+        links,
+        settings.hardware,
+        settings.graph.bandwidth_tiers,
+        snapshot=snapshot_id(links_file),
+    )
+    out_dir = data_dir / schemas.GRAPH_DIR
+    features = features_sha256(settings.hardware, settings.graph.bandwidth_tiers)
+    record = save_fleet_graph(
+        fleet, out_dir, inventory_sha256=io.sha256_file(inventory_file), features=features
+    )
+    return StepResult(outputs={"graph": out_dir}, summary=record)

@@ -1,0 +1,132 @@
+"""`hulk replan`: a placements file re-planned after machines fail or join (`hulk.assign.replan`),
+written as new ``<run-id>.json`` and ``latest.json`` with a record of what moved."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from pathlib import Path
+
+import pandas as pd
+
+from hulk import io, schemas
+from hulk.data_folder import load_fleet
+from hulk.errors import InputError
+from hulk.findings import Finding
+from hulk.settings import Settings
+from hulk.stages import StepResult
+from hulk.stages.assign import placement_rows
+
+
+def run(
+    data_dir: Path,
+    settings: Settings,
+    placements_file: Path | None = None,
+    failed: list[int] | None = None,
+    add_nodes: Path | None = None,
+    add_edges: Path | None = None,
+    out_dir: Path | None = None,
+    seed: int | None = None,
+    now: dt.datetime | None = None,
+) -> StepResult:
+    """Re-plan a placements file after machines fail (`failed` node ids) or are added.
+
+    The fleet before is the data folder's; the fleet after drops the failed machines and their
+    links and adds `add_nodes` / `add_edges` (paper format, like `hulk import-hulk`). Machines
+    lost in earlier re-plans of the same chain (``replan.failed`` of the file) stay lost: a
+    fresh `assign` brings repaired machines back. The new placements go to `out_dir` (default:
+    the placements file's folder) as ``<run-id>.json`` and ``latest.json``. Everything is
+    checked before anything is written.
+    """
+    from hulk import placements as pl
+    from hulk.assign import (
+        changed_fleet_frames,
+        check_failed,
+        earlier_failures,
+        makespan,
+        schedule_of,
+    )
+    from hulk.assign import replan as replan_jobs
+    from hulk.cost import Fleet
+
+    started = now or pl.utc_now()
+    placements_file = placements_file or settings.assign.placements_dir / pl.LATEST
+    out_dir = out_dir or placements_file.parent
+    fleet_before, inventory, links = load_fleet(data_dir, settings)
+    before = pl.read_placements(placements_file, fleet_before)
+    failed_now = check_failed(fleet_before, failed or [])
+    failed = sorted(set(failed_now) | set(earlier_failures(before.doc, fleet_before)))
+    added_nodes, added_links, findings = read_growth(add_nodes, add_edges, inventory, settings)
+    inventory_after, links_after = changed_fleet_frames(
+        inventory, links, failed, added_nodes, added_links, source=add_nodes or add_edges
+    )
+    fleet_after = Fleet.from_frames(
+        inventory_after, links_after, settings.hardware, settings.graph.bandwidth_tiers
+    )
+    strategy = before.strategy or "teacher"
+    seed = seed if seed is not None else before.doc.get("seed", settings.seed)
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        seed = settings.seed
+    new, moved = replan_jobs(
+        before.placements, fleet_before, fleet_after, failed, strategy, settings, seed
+    )
+    snapshot = io.sha256_file(data_dir / schemas.LINKS_FILE)
+    if add_edges is not None:
+        snapshot = hashlib.sha256(f"{snapshot}+{io.sha256_file(add_edges)}".encode()).hexdigest()
+    info = pl.fleet_info(fleet_after, snapshot=snapshot)
+    record = {
+        "from": before.doc.get("run_id"),
+        "failed": failed,
+        "failed_now": failed_now,
+        "added_nodes": [] if added_nodes is None else sorted(added_nodes["node_id"].tolist()),
+        "moves": [m.to_dict() for m in moved],
+    }
+    doc = pl.build_document(
+        new,
+        fleet_after,
+        info,
+        strategy=strategy,
+        schedule=schedule_of(strategy),
+        makespan_s=makespan(new, strategy),
+        seed=seed,
+        started=started,
+        generated_at=now,
+        model=before.doc.get("model"),
+        extra={"replan": record},
+    )
+    path = pl.write_placements(doc, out_dir)
+    return StepResult(
+        outputs={"placements": path, "latest": out_dir / pl.LATEST},
+        findings=findings,
+        summary={
+            "strategy": strategy,
+            "run_id": doc["run_id"],
+            "from": record["from"],
+            "moves": record["moves"],
+            "jobs": placement_rows(new, fleet_after),
+            "makespan_s": doc["makespan_s"],
+        },
+    )
+
+
+def read_growth(
+    nodes: Path | None, edges: Path | None, inventory: pd.DataFrame, settings: Settings
+) -> tuple[pd.DataFrame | None, pd.DataFrame | None, list[Finding]]:
+    """Added machines and links in the paper's format (as `hulk import-hulk` reads them)."""
+    from hulk.importer import read_edges, read_nodes
+
+    added, findings = (None, [])
+    if nodes is not None:
+        added, findings = read_nodes(nodes, settings.graph.default_gpu_count)
+        clash = sorted(set(added["node_id"]) & set(inventory["node_id"]))
+        if clash:
+            raise InputError(
+                nodes,
+                "replan.duplicate_node",
+                f"--add-nodes: node id(s) {clash} are already machines of the fleet",
+            )
+    if edges is None:
+        return added, None, findings
+    everyone = pd.concat([inventory, added]) if added is not None else inventory
+    links, _, edge_findings = read_edges(edges, everyone, settings.validation)
+    return added, links, findings + edge_findings

@@ -1,0 +1,58 @@
+"""The validate step: Great Expectations over the inventory and the logs of the window
+(`hulk.validation`); the quarantine, the report, Data Docs, and a record of which logs were
+validated (the ingest and labels steps reuse the quarantine only for those very files)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hulk import io, schemas
+from hulk.data_folder import VALIDATED, logs_fingerprint
+from hulk.findings import raise_on_errors
+from hulk.settings import Settings
+from hulk.stages import Progress, StepResult
+
+if TYPE_CHECKING:
+    from hulk.validation.logs import MapDays
+
+
+def run(
+    data_dir: Path,
+    settings: Settings,
+    now: dt.datetime | None = None,
+    progress: Progress = None,
+    map_days: MapDays = map,
+) -> StepResult:
+    """Validate what data_dir holds; raise on errors; record which logs were validated.
+
+    `map_days(validate_log_day, days)` runs the day partitions: `map` (in this process) or an
+    executor's map (the nightly flow's Dask tasks); the outputs are the same either way.
+    """
+    from hulk.ingest import window_end_for
+    from hulk.validation import run_validation
+
+    now = now or dt.datetime.now(dt.UTC)
+    logs_dir = data_dir / schemas.LOGS_DIR
+    report = run_validation(
+        data_dir,
+        settings.validation,
+        now,
+        settings.ingest.window_days,
+        progress=progress,
+        probe_bytes=settings.ingest.latency_probe_bytes,
+        window_end=window_end_for(logs_dir, now) if logs_dir.exists() else None,
+        map_days=map_days,
+    )
+    raise_on_errors(report.findings)
+    inventory_file = data_dir / schemas.INVENTORY_FILE
+    if logs_dir.exists():
+        record = {"logs_fingerprint": logs_fingerprint(logs_dir, inventory_file)}
+        io.write_text(data_dir / schemas.VALIDATION_DIR / VALIDATED, json.dumps(record) + "\n")
+    return StepResult(
+        outputs={"report": report.report_path, "docs": report.docs_index},
+        findings=report.findings,
+        summary={"quarantined_rows": len(report.quarantine)},
+    )
