@@ -18,16 +18,18 @@ $(STAMP): requirements.lock pyproject.toml
 main: $(STAMP)
 	$(BIN)/hulk run
 
-## test: set up, then run lint and the whole test suite
+## test: set up, then run lint, the type check and the whole test suite
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
-## test-fast: lint and the tests not marked slow (no flows, DVC or process pools): ~1.5 min
+## test-fast: lint, the type check and the tests not marked slow (no flows, DVC or process pools)
 test-fast: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -m "not slow"
 
 lint: $(STAMP)

@@ -394,7 +394,7 @@ def replan(
 
     kept: dict[int, JobPlacement] = {}
     redo: list[int] = []
-    why: dict[int, str] = {}
+    why: dict[int, str | None] = {}
     for i, placement in enumerate(placements):
         ids = set(placement.node_ids(fleet_before))
         if placement.status != PLACED:
@@ -474,7 +474,7 @@ def moves(
     fleet_before: Fleet,
     after: Sequence[JobPlacement],
     fleet_after: Fleet,
-    why: Mapping[int, str] | None = None,
+    why: Mapping[int, str | None] | None = None,
 ) -> list[Move]:
     """Per job whose machines or status changed: node ids removed and added (job order)."""
     result = []

@@ -65,7 +65,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -239,7 +239,8 @@ class Fleet:
 
     def index_of(self, node_ids: int | Iterable[int]) -> np.ndarray:
         """Fleet indices of node ids (KeyError naming the unknown ones)."""
-        ids = np.atleast_1d(np.asarray(node_ids if np.isscalar(node_ids) else list(node_ids)))
+        many = node_ids if np.isscalar(node_ids) else list(cast(Iterable[int], node_ids))
+        ids = np.atleast_1d(np.asarray(many))
         ids = ids.astype(np.int64)
         if self.n == 0:
             pos, found = np.zeros(len(ids), np.int64), np.zeros(len(ids), bool)
@@ -319,7 +320,7 @@ class Plan:
         return [fleet.node_id(node) for node in self.nodes]
 
     @classmethod
-    def from_arrays(cls, stage_nodes: np.ndarray, stage_layers: Sequence[int]) -> Plan:
+    def from_arrays(cls, stage_nodes: np.ndarray, stage_layers: Sequence[int] | np.ndarray) -> Plan:
         """Replicas sharing one layer split: `stage_nodes` (D, S) fleet indices, layers (S,)."""
         nodes = np.atleast_2d(np.asarray(stage_nodes, np.int64))
         ends = np.cumsum(np.asarray(stage_layers, np.int64))
@@ -367,7 +368,9 @@ class Plan:
         replicas = []
         for record in records:
             stages = record["stages"]
-            index = fleet.index_of([s["node"] for s in stages]) if stages else []
+            index: np.ndarray | list[int] = (
+                fleet.index_of([s["node"] for s in stages]) if stages else []
+            )
             replicas.append(
                 tuple(
                     Stage(int(i), int(s["layer_start"]), int(s["layer_end"]))

@@ -110,7 +110,9 @@ def evaluate(placements: PlacementsFile, fleet: Fleet) -> Evaluation:
     ]
     infeasible = [j for j in jobs if j.estimate is not None and not j.estimate.feasible]
     notes += [
-        f"{j.job}: the plan cannot run on this fleet: {j.estimate.reason}" for j in infeasible
+        f"{j.job}: the plan cannot run on this fleet: {j.estimate.reason}"
+        for j in infeasible
+        if j.estimate is not None
     ]
     if schedule_of(strategy or "") != schedule and strategy is not None:
         notes.append(f"strategy {strategy!r} with schedule {schedule!r}")

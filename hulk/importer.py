@@ -290,10 +290,12 @@ def _read_nodes(path: Path, default_gpu_count: int) -> tuple[pd.DataFrame, list[
                 _example(number, line, f"{', '.join(bad)} not a number"),
             )
             continue
+        assert node is not None and gpus is not None  # `bad` is empty
+        assert capability is not None and memory is not None
         out_of_range = [] if 0 <= node < _INT64_LIMIT else [f"node {node} not in [0, 2**63)"]
-        for name in ("Capability", "Memory", "gpus"):
-            if values[name] <= 0:
-                out_of_range.append(f"{name} {values[name]:g} <= 0")
+        for name, value in (("Capability", capability), ("Memory", memory), ("gpus", gpus)):
+            if value <= 0:
+                out_of_range.append(f"{name} {value:g} <= 0")
         if gpus >= _INT64_LIMIT:
             out_of_range.append(f"gpus {gpus} too large")
         if out_of_range:
@@ -404,6 +406,8 @@ def _read_edges(path: Path, known: set[int]) -> list[_Edge]:
                 _example(number, line, f"{', '.join(bad)} not a number"),
             )
             continue
+        assert src is not None and dst is not None and latency is not None  # `bad` is empty
+        assert bandwidth is not None
         if latency <= 0:
             problems.add(
                 "edges.non_positive_latency",

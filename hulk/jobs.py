@@ -34,12 +34,15 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hulk.errors import InputError
+
+if TYPE_CHECKING:
+    from pydantic_core import ErrorDetails
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9._-]+")
 GB = 1e9  # bytes per GB: memory is counted in decimal units, like the inventory's memory_gb
@@ -188,7 +191,7 @@ def _label(index: int, raw: object) -> str:
     return f"job {index + 1}" + (f" ({name!r})" if isinstance(name, str) else "")
 
 
-def _describe(index: int, raw: object, error: dict[str, Any]) -> tuple[str, str]:
+def _describe(index: int, raw: object, error: ErrorDetails) -> tuple[str, str]:
     """(rule, message) for one pydantic error of the job at `index` (0-based)."""
     field = ".".join(str(part) for part in error["loc"] if not isinstance(part, int))
     field = field.split(".")[0] if field else "(job)"

@@ -530,7 +530,32 @@ def _read_job(
     if not check.ok or job is None or node_ids is None or stages is None:
         return None
 
-    # Structure: machines only for placed jobs; `nodes` are exactly the stages' machines.
+    _check_structure(check, status, layout, node_ids, stages)
+    if check.ok:
+        _check_coverage(check, stages, job)
+    plan = _check_machines(check, job, layout, node_ids, stages, fleet, owner) if check.ok else None
+    if not check.ok:
+        return None
+    indices = tuple(int(i) for i in fleet.index_of(node_ids)) if node_ids else ()
+    lower = estimate.get("lower_bound_s") if estimate else None
+    return JobPlacement(
+        job=job,
+        status=status,
+        reason=reason,
+        nodes=indices,
+        plan=plan,
+        estimate=cost,
+        lower_bound_s=math.inf if estimate and lower is None else lower,
+        baselines=systems,
+        layout=layout,
+        run_order=run_order,
+    )
+
+
+def _check_structure(
+    check: _Checker, status: str | None, layout: str, node_ids: list[int], stages: list
+) -> None:
+    """Machines only for placed jobs; `nodes` are exactly the stages' machines."""
     if status == PLACED and not node_ids:
         check._bad("placements.structure", "nodes", "a placed job needs machines")
     if status != PLACED and (node_ids or stages):
@@ -546,10 +571,10 @@ def _read_job(
             "nodes",
             f"{node_ids} are not the machines of the stages {stage_ids}",
         )
-    if not check.ok:
-        return None
 
-    # Coverage of [0, layers) per replica.
+
+def _check_coverage(check: _Checker, stages: list, job: Job) -> None:
+    """Every replica covers [0, layers) once, in order."""
     for r, replica in enumerate(stages):
         expected = 0
         for k, stage in enumerate(replica):
@@ -570,10 +595,19 @@ def _read_job(
                     f"replicas[{r}]",
                     f"covers [0, {expected}), expected [0, {job.layers})",
                 )
-    if not check.ok:
-        return None
 
-    # Machines: known, one job each, memory.
+
+def _check_machines(
+    check: _Checker,
+    job: Job,
+    layout: str,
+    node_ids: list[int],
+    stages: list,
+    fleet: Fleet,
+    owner: dict[int, str],
+) -> Plan | None:
+    """Machines known to the fleet, one job each, with the memory their layers need; the
+    pipeline layout's plan (None for the tensor layout, or when a check failed)."""
     fleet_ids = set(fleet.node_ids.tolist())
     unknown = [n for n in node_ids if n not in fleet_ids]
     if unknown:
@@ -609,21 +643,7 @@ def _read_job(
                     f"machine {fleet.node_id(i)} has {fleet.memory_bytes[i] / GB:.1f} GB, its "
                     f"tensor-parallel share needs {share / GB:.1f} GB",
                 )
-    if not check.ok:
-        return None
-    lower = estimate.get("lower_bound_s") if estimate else None
-    return JobPlacement(
-        job=job,
-        status=status,
-        reason=reason,
-        nodes=indices,
-        plan=plan,
-        estimate=cost,
-        lower_bound_s=math.inf if estimate and lower is None else lower,
-        baselines=systems,
-        layout=layout,
-        run_order=run_order,
-    )
+    return plan
 
 
 def _check_memory_pipeline(check: _Checker, job: Job, fleet: Fleet, plan: Plan) -> None:
@@ -681,7 +701,8 @@ def _estimate(check: _Checker, estimate: dict | None) -> Cost | None:
 
 def _cost(times: list[float | None], feasible: bool, reason: str | None) -> Cost:
     values = [math.inf if t is None else float(t) for t in times]
-    return Cost(*values, feasible=feasible, reason=reason)
+    iteration_s, compute_s, comm_s = values
+    return Cost(iteration_s, compute_s, comm_s, feasible=feasible, reason=reason)
 
 
 def _baselines(check: _Checker, baselines: dict | None) -> dict[str, Cost]:

@@ -64,7 +64,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -491,6 +491,21 @@ def _candidate_sets(ctx: _Ctx, pool: np.ndarray) -> list[np.ndarray]:
 
     if len(pool) <= limit:
         add(pool)
+    _site_windows(ctx, pool, add)
+    _machine_windows(ctx, pool, add)
+    if not found:  # the memory only suffices on the pool as a whole: its fastest machines
+        add(pool)
+        if not found:
+            found[frozenset(pool.tolist())] = np.sort(pool)
+    return list(found.values())
+
+
+def _site_windows(ctx: _Ctx, pool: np.ndarray, add: Callable[[np.ndarray], None]) -> None:
+    """Candidate sets of whole sites: from each of the strongest sites, the nearest sites
+    added one by one (up to ``window_sites`` sites or ``max_pool`` machines)."""
+    settings, fleet = ctx.settings, ctx.fleet
+    limit = settings.max_pool
+    f = fleet.compute_flops
     labels = site_labels(fleet, settings.site_latency_ms)[pool]
     sites, inverse = np.unique(labels, return_inverse=True)
     k = len(sites)
@@ -514,19 +529,26 @@ def _candidate_sets(ctx: _Ctx, pool: np.ndarray) -> list[np.ndarray]:
                 count += len(members[nearest])
                 distance = np.minimum(distance, between[nearest])
                 distance[chosen] = np.inf
-    # Windows grown machine by machine (by latency from a seed): cities inside large sites.
+
+
+def _machine_windows(ctx: _Ctx, pool: np.ndarray, add: Callable[[np.ndarray], None]) -> None:
+    """Candidate sets grown machine by machine by latency from the strongest neighbourhoods
+    (cities inside large sites): at the latency jumps, then by ``window_growth``."""
+    settings, fleet, job = ctx.settings, ctx.fleet, ctx.job
+    limit = settings.max_pool
+    f = fleet.compute_flops
     lat = fleet.latency_s[np.ix_(pool, pool)]
     size = min(len(pool), max(2, limit // 4))
     neighbourhood = np.partition(lat, size - 1, axis=1)[:, size - 1 : size]
     power = np.where(lat <= neighbourhood, f[pool][None, :], 0.0).sum(axis=1)
     homes = np.zeros(len(pool), bool)  # machines in the home city of a seed taken so far
-    seeds = 0
+    taken = 0
     for seed in np.argsort(-power, kind="stable").tolist():
-        if seeds >= settings.seed_sites:
+        if taken >= settings.seed_sites:
             break
         if homes[seed]:
             continue
-        seeds += 1
+        taken += 1
         by_latency = np.argsort(lat[seed], kind="stable")
         grown = pool[by_latency]
         held = np.cumsum(ctx.cap(grown))
@@ -547,11 +569,6 @@ def _candidate_sets(ctx: _Ctx, pool: np.ndarray) -> list[np.ndarray]:
             if count == len(grown) and count < limit:
                 add(grown)
                 break
-    if not found:  # the memory only suffices on the pool as a whole: its fastest machines
-        add(pool)
-        if not found:
-            found[frozenset(pool.tolist())] = np.sort(pool)
-    return list(found.values())
 
 
 @dataclass
@@ -639,7 +656,7 @@ def _search(ctx: _Ctx, candidates: Sequence[np.ndarray]) -> _Best:
             if d > 1:
                 recipes += [_Recipe(order, kind, d) for kind in ("chunks", "columns")]
     _evaluate(ctx, recipes, best)
-    if best.recipe is None:
+    if best.recipe is None or best.layout is None:  # set together: nothing was feasible
         return best
     sites = site_labels(ctx.fleet, ctx.settings.site_latency_ms)
     for _ in range(ctx.settings.prune_rounds):
@@ -694,10 +711,10 @@ def _polish_path(ctx: _Ctx, path: np.ndarray, sites: np.ndarray) -> np.ndarray:
     for index in range(len(blocks) - 1, 0, -1):
         block = blocks[index]
         entry_of, prev_of = choices[index - 1]
-        entry = int(entry_of[exit_])
-        middle = [int(v) for k, v in enumerate(block) if k not in (entry, exit_)]
+        first_node = int(entry_of[exit_])
+        middle = [int(v) for k, v in enumerate(block) if k not in (first_node, exit_)]
         pieces.append(
-            [int(block[entry]), *middle] + ([int(block[exit_])] if exit_ != entry else [])
+            [int(block[first_node]), *middle] + ([int(block[exit_])] if exit_ != first_node else [])
         )
         exit_ = int(prev_of[exit_])
     block = blocks[0]

@@ -208,8 +208,9 @@ def _mlflow_globals() -> Iterator[None]:
     try:
         yield
     finally:
-        mlflow.set_tracking_uri(saved_tracking)
-        mlflow.set_registry_uri(saved_registry)
+        # None is what they were before any was set: MLflow's default again.
+        mlflow.set_tracking_uri(saved_tracking)  # type: ignore[arg-type]
+        mlflow.set_registry_uri(saved_registry)  # type: ignore[arg-type]
         fluent._active_experiment_id = saved_experiment
         for name, value in env.items():
             if value is None:
@@ -637,7 +638,7 @@ class VersionInfo:
     version: int
     alias: str
     run_id: str | None
-    source: str
+    source: str | None  # MLflow leaves it empty for a version made without a run
     tags: dict[str, str] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
 

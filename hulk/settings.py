@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import yaml
 from pydantic import (
@@ -21,6 +21,9 @@ from pydantic import (
 )
 
 from hulk.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pydantic_core import ErrorDetails
 
 DEFAULT_PARAMS = Path("params.yaml")
 
@@ -448,7 +451,7 @@ class Settings(Section):
         )
 
 
-def _describe(error: dict) -> str:
+def _describe(error: ErrorDetails) -> str:
     key = ".".join(str(part) for part in error["loc"]) or "(top level)"
     kind = error["type"]
     if kind == "extra_forbidden":

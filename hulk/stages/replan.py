@@ -115,7 +115,8 @@ def read_growth(
     """Added machines and links in the paper's format (as `hulk import-hulk` reads them)."""
     from hulk.importer import read_edges, read_nodes
 
-    added, findings = (None, [])
+    added: pd.DataFrame | None = None
+    findings: list[Finding] = []
     if nodes is not None:
         added, findings = read_nodes(nodes, settings.graph.default_gpu_count)
         clash = sorted(set(added["node_id"]) & set(inventory["node_id"]))

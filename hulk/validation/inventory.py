@@ -16,7 +16,7 @@ import pandas as pd
 
 from hulk import schemas
 from hulk.errors import InputError
-from hulk.findings import Finding
+from hulk.findings import Finding, Severity
 from hulk.settings import ValidateSettings
 from hulk.validation._common import finding, frame_records, name_list, plural
 from hulk.validation._gx import Check, CheckResult, GxSession, make_check
@@ -216,7 +216,7 @@ def validate_inventory(
 def _findings(
     results: list[CheckResult], frame: pd.DataFrame, path: str, settings: ValidateSettings
 ) -> list[Finding]:
-    by_rule: dict[str, tuple[str, set[int]]] = {}
+    by_rule: dict[str, tuple[Severity, set[int]]] = {}
     for result in results:
         if result.success or result.rule == "inventory.schema":
             continue

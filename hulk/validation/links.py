@@ -14,6 +14,7 @@ Warning: a median latency faster than light in fiber between the two machines
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -22,7 +23,7 @@ import pyarrow.parquet as pq
 
 from hulk import schemas
 from hulk.errors import InputError
-from hulk.findings import Finding
+from hulk.findings import Finding, Severity
 from hulk.parquet_columns import LINK_RULES, checked_schema
 from hulk.settings import ValidateSettings
 from hulk.validation._common import Machines, finding, frame_records, name_list, plural
@@ -95,7 +96,7 @@ def checks() -> list[Check]:
     for column in ("latency_p50_ms", "latency_p95_ms", "latency_mean_ms"):
         positive = between(column=column, min_value=0, strict_min=True)
         made.append(make_check("links.latency", "error", positive))
-    skip_missing = {"or_equal": True, "ignore_row_if": "either_value_is_missing"}
+    skip_missing: dict[str, Any] = {"or_equal": True, "ignore_row_if": "either_value_is_missing"}
     made += [
         make_check(
             "links.latency_order",
@@ -182,7 +183,7 @@ def validate_links(
 def _row_findings(
     results: list[CheckResult], frame: pd.DataFrame, path: str, settings: ValidateSettings
 ) -> list[Finding]:
-    by_rule: dict[str, tuple[str, set[int]]] = {}
+    by_rule: dict[str, tuple[Severity, set[int]]] = {}
     for result in results:
         if result.success or result.rule == "links.schema":
             continue
@@ -199,8 +200,8 @@ def _row_findings(
     for rule in _MESSAGES:
         if rule not in by_rule or not by_rule[rule][1]:
             continue
-        severity, rows = by_rule[rule]
-        ordered = sorted(rows)
+        severity, picked = by_rule[rule]
+        ordered = sorted(picked)
         bad = frame.iloc[ordered]
         columns = list(schemas.LINKS)
         if rule == "links.faster_than_light":
