@@ -222,7 +222,7 @@ def run_10000(params: Path, seed: int) -> dict:
     """
     import numpy as np
 
-    from hulk.algorithm1 import probability_group
+    from hulk.candidate_pools import probability_group
     from hulk.corpus import encode_inputs
     from hulk.jobs import GB, PAPER_MIX_6, preset_jobs
     from hulk.model import predict_proba

@@ -92,7 +92,7 @@ def worker(impl: str, logs: Path, inventory_file: Path, out: Path) -> dict:
 
     import pandas as pd
 
-    from hulk import io
+    from hulk import fileio
     from hulk.settings import load_settings
 
     module, function, _ = IMPLS[impl]
@@ -104,7 +104,7 @@ def worker(impl: str, logs: Path, inventory_file: Path, out: Path) -> dict:
     links = run(logs, inventory, settings)
     seconds = time.perf_counter() - start
     peak = _rss_mb()
-    io.write_parquet(out, links)
+    fileio.write_parquet(out, links)
     # Every value at full precision: equal digests mean byte-identical tables.
     digest = hashlib.sha256(links.to_csv(index=False).encode()).hexdigest()
     return {
@@ -169,7 +169,7 @@ def generate_synthetic(folder: Path, days: int) -> tuple[Path, Path, str]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from hulk import io, schemas
+    from hulk import fileio, schemas
     from hulk.settings import load_settings
 
     gen = load_settings(REPO / "params.yaml").generate
@@ -182,7 +182,7 @@ def generate_synthetic(folder: Path, days: int) -> tuple[Path, Path, str]:
     except ImportError:
         fleet = pd.DataFrame({"node_id": np.arange(47, dtype="int64")})
         source = "numpy synthetic logs over 47 machine ids"
-    io.write_csv(folder / "machines.csv", fleet)
+    fileio.write_csv(folder / "machines.csv", fleet)
     ids = fleet["node_id"].to_numpy(dtype="int64")
     n = len(ids)
     rng = np.random.default_rng(seed)

@@ -86,7 +86,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from hulk import io, schemas
+from hulk import fileio, schemas
 from hulk.cost import Fleet
 from hulk.generate import expected_links
 from hulk.graph import EDGE_FEATURES, NODE_FEATURES, fleet_data
@@ -654,11 +654,11 @@ def save_corpus(corpus: Corpus, path: str | Path) -> Path:
         "job_features": list(JOB_FEATURES),
         "splits": {name: corpus.split(name) for name in SPLITS},
     }
-    with io.atomic_path(path) as tmp:
+    with fileio.atomic_path(path) as tmp:
         torch.save(payload, tmp)
-    manifest = {**corpus.manifest, "file": path.name, "sha256": io.sha256_file(path)}
+    manifest = {**corpus.manifest, "file": path.name, "sha256": fileio.sha256_file(path)}
     target = manifest_path(path)
-    io.write_text(target, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    fileio.write_text(target, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return target
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from hulk import io, schemas
+from hulk import fileio, schemas
 from hulk.errors import InputError
 from hulk.settings import Settings
 
@@ -63,7 +63,7 @@ def logs_fingerprint(logs_dir: Path, inventory_file: Path) -> str:
         digest.update(
             str(path.relative_to(path.parent if path == inventory_file else logs_dir)).encode()
         )
-        digest.update(io.sha256_file(path).encode())
+        digest.update(fileio.sha256_file(path).encode())
     return digest.hexdigest()
 
 

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hulk import io
+from hulk import fileio
 from hulk.assign import plan_cost, schedule_of, whole_fleet_baselines
 from hulk.cost import Cost, Fleet, lower_bound, makespan_concurrent
 from hulk.placements import (
@@ -204,7 +204,7 @@ def plot_costs(
         Patch(facecolor="white", edgecolor="black", linestyle="dashed", label="lower bound"),
     ]
     ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    with io.atomic_path(path) as tmp:
+    with fileio.atomic_path(path) as tmp:
         figure.savefig(tmp, format="png", dpi=120)
     return path
 

@@ -61,7 +61,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hulk import io, schemas
+from hulk import fileio, schemas
 from hulk.errors import InputError
 from hulk.geo import ALIASES, haversine_km, normalise
 from hulk.presets import PAPER_CITIES, PRESETS, build_fleet
@@ -637,12 +637,12 @@ def write_dataset(
         raise InputError(out_dir, "generate.days", f"days must be at least 1 (got {days})")
     frame = _prepare(inventory)
     net = _network(frame, seed, settings)
-    io.write_csv(out_dir / schemas.INVENTORY_FILE, frame)
+    fileio.write_csv(out_dir / schemas.INVENTORY_FILE, frame)
     written = []
     for done, back in enumerate(range(days - 1, -1, -1), start=1):
         day = end_date - dt.timedelta(days=back)
         path = _partition(out_dir, day)
-        io.write_parquet(path, _day_frame(net, day, seed, settings))
+        fileio.write_parquet(path, _day_frame(net, day, seed, settings))
         written.append(path)
         if progress is not None:
             progress(done, days)
@@ -653,7 +653,7 @@ def write_dataset(
     return written
 
 
-def read_inventory(path: Path) -> pd.DataFrame:
+def read_generated_inventory(path: Path) -> pd.DataFrame:
     """machines.csv as written by write_dataset (floats read back exactly)."""
     path = Path(path)
     if not path.is_file():
@@ -683,8 +683,8 @@ def append_day(out_dir: Path, seed: int, settings: GenerateSettings) -> Path:
             f"no {schemas.LOGS_DIR}/day=YYYY-MM-DD partitions to append to; "
             "generate a window first",
         )
-    inventory = read_inventory(out_dir / schemas.INVENTORY_FILE)
+    inventory = read_generated_inventory(out_dir / schemas.INVENTORY_FILE)
     day = max(present) + dt.timedelta(days=1)
     path = _partition(out_dir, day)
-    io.write_parquet(path, generate_day(inventory, day, seed, settings))
+    fileio.write_parquet(path, generate_day(inventory, day, seed, settings))
     return path

@@ -50,9 +50,9 @@ from typing import Any
 
 import numpy as np
 
-from hulk.algorithm1 import candidate_pools
 from hulk.assign import QUEUED, placed, waiting
 from hulk.baselines import best_baseline_floor, best_baseline_seconds
+from hulk.candidate_pools import candidate_pools
 from hulk.cost import Cost, Fleet, Plan, lower_bound
 from hulk.errors import InputError
 from hulk.jobs import GB, Job

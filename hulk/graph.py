@@ -19,7 +19,7 @@ import pandas as pd
 import torch
 from torch_geometric.data import Data
 
-from hulk import io
+from hulk import fileio
 from hulk.errors import InputError
 from hulk.hardware import link_bandwidth_gbps, link_ends, node_compute_tflops
 from hulk.schemas import STATUS_ACTIVE
@@ -179,7 +179,7 @@ def _tensors(
 
 def snapshot_id(links_file: Path) -> str:
     """The contract's `fleet.snapshot`: sha256 of the link table file."""
-    return io.sha256_file(links_file)
+    return fileio.sha256_file(links_file)
 
 
 def features_sha256(hardware: HardwareSettings, tiers: list[BandwidthTier]) -> str:
@@ -211,7 +211,7 @@ def load_model_graph(
     record = json.loads(record_file.read_text(encoding="utf-8"))
     wanted = {
         "snapshot": snapshot_id(links_file),
-        "inventory_sha256": io.sha256_file(inventory_file),
+        "inventory_sha256": fileio.sha256_file(inventory_file),
         "features_sha256": features_sha256(hardware, tiers),
     }
     stale = [key for key, value in wanted.items() if record.get(key) != value]
@@ -239,10 +239,10 @@ def save_fleet_graph(
         "edge_features": list(EDGE_FEATURES),
         "snapshot": fleet.snapshot,
     }
-    with io.atomic_path(out_dir / GRAPH_TENSORS) as tmp:
+    with fileio.atomic_path(out_dir / GRAPH_TENSORS) as tmp:
         torch.save(tensors, tmp)
     node_link = nx.node_link_data(fleet.graph, edges="edges")
-    io.write_text(out_dir / GRAPH_NODE_LINK, json.dumps(node_link, sort_keys=True) + "\n")
+    fileio.write_text(out_dir / GRAPH_NODE_LINK, json.dumps(node_link, sort_keys=True) + "\n")
     record = {
         "snapshot": fleet.snapshot,
         "inventory_sha256": inventory_sha256,
@@ -254,7 +254,7 @@ def save_fleet_graph(
         "files": {"tensors": GRAPH_TENSORS, "node_link": GRAPH_NODE_LINK},
     }
     # The snapshot record is written last: its presence says the graph files are complete.
-    io.write_text(out_dir / SNAPSHOT, json.dumps(record, indent=2, sort_keys=True) + "\n")
+    fileio.write_text(out_dir / SNAPSHOT, json.dumps(record, indent=2, sort_keys=True) + "\n")
     return record
 
 

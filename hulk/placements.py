@@ -64,7 +64,7 @@ from typing import Any
 
 import numpy as np
 
-from hulk import io
+from hulk import fileio
 from hulk.cost import MEMORY_SLACK, Cost, Fleet, Plan, Stage
 from hulk.errors import InputError
 from hulk.jobs import GB, PRESET_JOBS, Job, job_to_dict, parse_jobs
@@ -173,8 +173,8 @@ def fleet_info(
     """The ``fleet`` block: snapshot = sha256 of `links_file` (else `snapshot`, else a hash of
     the fleet's arrays); ``links`` = direct links of the fleet."""
     if snapshot is None:
-        snapshot = io.sha256_file(links_file) if links_file else fleet_snapshot(fleet)
-    inventory = io.sha256_file(inventory_file) if inventory_file else None
+        snapshot = fileio.sha256_file(links_file) if links_file else fleet_snapshot(fleet)
+    inventory = fileio.sha256_file(inventory_file) if inventory_file else None
     return FleetInfo(fleet.n, direct_links(fleet), snapshot, inventory)
 
 
@@ -313,8 +313,8 @@ def write_placements(doc: Mapping[str, Any], out_dir: str | Path) -> Path:
         raise ValueError(f"bad run_id {run_id!r}")
     text = dumps(doc)
     path = out_dir / f"{run_id}.json"
-    io.write_text(path, text)
-    io.write_text(out_dir / LATEST, text)
+    fileio.write_text(path, text)
+    fileio.write_text(out_dir / LATEST, text)
     return path
 
 

@@ -5,7 +5,7 @@
 to minimise `hulk.cost.iteration_time`. It may leave machines of the set unused when that is
 faster (a slow machine that would be the pipeline's bottleneck, a far site whose link would be).
 The returned cost is always `hulk.cost.iteration_time` of the returned plan: the planner's own
-fast evaluator (`_Ctx.time`, the same formulas, no validation) only ranks candidates.
+fast evaluator (`_PlanSearch.time`, the same formulas, no validation) only ranks candidates.
 
 **Layer split** (`layer_split`). A machine of memory ``mem`` holds at most
 ``cap = floor(mem × layers / M)`` layers (M = ``job.min_memory_bytes``). Along a pipeline the
@@ -194,7 +194,7 @@ class _Layout:
 
 
 @dataclass(frozen=True)
-class _Recipe:
+class _LayoutRecipe:
     """How a layout was built: machine set (path order), layout kind and replica count."""
 
     order: tuple[int, ...]
@@ -203,7 +203,7 @@ class _Recipe:
 
 
 @dataclass
-class _Ctx:
+class _PlanSearch:
     """Per-call constants and the fast evaluator."""
 
     job: Job
@@ -212,7 +212,7 @@ class _Ctx:
     per_layer: float = 0.0  # FLOPs of one layer for one micro-batch
     grad_per_layer: float = 0.0  # gradient bytes of one layer
     evaluations: int = 0
-    seen: set[_Recipe] = field(default_factory=set)
+    seen: set[_LayoutRecipe] = field(default_factory=set)
     _cap: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     _paths: dict[tuple[frozenset[int], bool], np.ndarray] = field(default_factory=dict)
 
@@ -345,7 +345,7 @@ class _Ctx:
 
     # -- layouts --
 
-    def build(self, recipe: _Recipe) -> _Layout | None:
+    def build(self, recipe: _LayoutRecipe) -> _Layout | None:
         order = np.asarray(recipe.order, np.int64)
         if recipe.kind == "single":
             return self._pipelines([order])
@@ -466,7 +466,7 @@ def _site_distances(latency: np.ndarray, pool: np.ndarray, site: np.ndarray, k: 
     return np.minimum.reduceat(rows, starts, axis=1)  # (k, k)
 
 
-def _candidate_sets(ctx: _Ctx, pool: np.ndarray) -> list[np.ndarray]:
+def _candidate_sets(ctx: _PlanSearch, pool: np.ndarray) -> list[np.ndarray]:
     """Candidate machine sets (module docstring): the pool and windows grown from seed sites."""
     settings, fleet, job = ctx.settings, ctx.fleet, ctx.job
     limit = settings.max_pool
@@ -500,7 +500,7 @@ def _candidate_sets(ctx: _Ctx, pool: np.ndarray) -> list[np.ndarray]:
     return list(found.values())
 
 
-def _site_windows(ctx: _Ctx, pool: np.ndarray, add: Callable[[np.ndarray], None]) -> None:
+def _site_windows(ctx: _PlanSearch, pool: np.ndarray, add: Callable[[np.ndarray], None]) -> None:
     """Candidate sets of whole sites: from each of the strongest sites, the nearest sites
     added one by one (up to ``window_sites`` sites or ``max_pool`` machines)."""
     settings, fleet = ctx.settings, ctx.fleet
@@ -531,7 +531,7 @@ def _site_windows(ctx: _Ctx, pool: np.ndarray, add: Callable[[np.ndarray], None]
                 distance[chosen] = np.inf
 
 
-def _machine_windows(ctx: _Ctx, pool: np.ndarray, add: Callable[[np.ndarray], None]) -> None:
+def _machine_windows(ctx: _PlanSearch, pool: np.ndarray, add: Callable[[np.ndarray], None]) -> None:
     """Candidate sets grown machine by machine by latency from the strongest neighbourhoods
     (cities inside large sites): at the latency jumps, then by ``window_growth``."""
     settings, fleet, job = ctx.settings, ctx.fleet, ctx.job
@@ -572,13 +572,13 @@ def _machine_windows(ctx: _Ctx, pool: np.ndarray, add: Callable[[np.ndarray], No
 
 
 @dataclass
-class _Best:
+class _BestLayout:
     seconds: float = math.inf
     layout: _Layout | None = None
-    recipe: _Recipe | None = None
+    recipe: _LayoutRecipe | None = None
 
 
-def _evaluate(ctx: _Ctx, recipes: list[_Recipe], best: _Best) -> bool:
+def _evaluate(ctx: _PlanSearch, recipes: list[_LayoutRecipe], best: _BestLayout) -> bool:
     """Build `recipes`, then time them cheapest pipeline first; True when `best` improved.
 
     A layout whose pipeline alone is no faster than the best so far is never synchronised, and
@@ -604,7 +604,7 @@ def _evaluate(ctx: _Ctx, recipes: list[_Recipe], best: _Best) -> bool:
     return improved
 
 
-def _fastest_prefixes(ctx: _Ctx, order: np.ndarray) -> list[tuple[int, ...]]:
+def _fastest_prefixes(ctx: _PlanSearch, order: np.ndarray) -> list[tuple[int, ...]]:
     """`order` restricted to its k fastest machines (path order kept), k doubling from the
     fewest that hold the model up to all of them."""
     f = ctx.fleet.compute_flops[order]
@@ -620,18 +620,20 @@ def _fastest_prefixes(ctx: _Ctx, order: np.ndarray) -> list[tuple[int, ...]]:
     return [tuple(order[np.sort(by_speed[:k])].tolist()) for k in counts]
 
 
-def _search(ctx: _Ctx, candidates: Sequence[np.ndarray]) -> _Best:
+def _search(ctx: _PlanSearch, candidates: Sequence[np.ndarray]) -> _BestLayout:
     """Screen every candidate set with one pipeline on its fastest machines and with plain data
     parallelism, lay out the most promising sets every way (the `full_sets` best by pipeline,
     half as many by data parallelism), then improve the best layout (module docstring)."""
-    best = _Best()
+    best = _BestLayout()
     screened = []
     for position, nodes in enumerate(candidates):
         path = ctx.path(nodes)
         order = tuple(path.tolist())
-        single, plain = _Best(), _Best()
-        _evaluate(ctx, [_Recipe(p, "single", 1) for p in _fastest_prefixes(ctx, path)], single)
-        dp = [_Recipe(order, "dp", d) for d in ctx.replica_counts(nodes) if d > 1]
+        single, plain = _BestLayout(), _BestLayout()
+        _evaluate(
+            ctx, [_LayoutRecipe(p, "single", 1) for p in _fastest_prefixes(ctx, path)], single
+        )
+        dp = [_LayoutRecipe(order, "dp", d) for d in ctx.replica_counts(nodes) if d > 1]
         _evaluate(ctx, dp, plain)
         for quick in (single, plain):
             if quick.seconds < best.seconds:
@@ -642,7 +644,7 @@ def _search(ctx: _Ctx, candidates: Sequence[np.ndarray]) -> _Best:
     keep = ctx.settings.full_sets
     chosen = sorted(screened, key=lambda e: (e[0], e[2], e[3]))[:keep]
     chosen += sorted(screened, key=lambda e: (e[1], e[2], e[3]))[: keep // 2]
-    recipes: list[_Recipe] = []
+    recipes: list[_LayoutRecipe] = []
     done: set[int] = set()
     for _, _, bound, position, nodes, path in chosen:
         if position in done or bound >= best.seconds:
@@ -651,10 +653,10 @@ def _search(ctx: _Ctx, candidates: Sequence[np.ndarray]) -> _Best:
         order = tuple(path.tolist())
         if len(nodes) > 3:
             narrow = ctx.path(nodes, bottleneck=True)
-            recipes += [_Recipe(p, "single", 1) for p in _fastest_prefixes(ctx, narrow)]
+            recipes += [_LayoutRecipe(p, "single", 1) for p in _fastest_prefixes(ctx, narrow)]
         for d in ctx.replica_counts(nodes):
             if d > 1:
-                recipes += [_Recipe(order, kind, d) for kind in ("chunks", "columns")]
+                recipes += [_LayoutRecipe(order, kind, d) for kind in ("chunks", "columns")]
     _evaluate(ctx, recipes, best)
     if best.recipe is None or best.layout is None:  # set together: nothing was feasible
         return best
@@ -665,7 +667,7 @@ def _search(ctx: _Ctx, candidates: Sequence[np.ndarray]) -> _Best:
     return best
 
 
-def _polish_path(ctx: _Ctx, path: np.ndarray, sites: np.ndarray) -> np.ndarray:
+def _polish_path(ctx: _PlanSearch, path: np.ndarray, sites: np.ndarray) -> np.ndarray:
     """`path` with the machines where it enters and leaves each site chosen for the best hops.
 
     The path is cut into blocks of consecutive machines of one site; keeping the order of the
@@ -722,7 +724,9 @@ def _polish_path(ctx: _Ctx, path: np.ndarray, sites: np.ndarray) -> np.ndarray:
     return np.array([v for piece in reversed(pieces) for v in piece], np.int64)
 
 
-def _prune_moves(ctx: _Ctx, recipe: _Recipe, layout: _Layout, sites: np.ndarray) -> list[_Recipe]:
+def _prune_moves(
+    ctx: _PlanSearch, recipe: _LayoutRecipe, layout: _Layout, sites: np.ndarray
+) -> list[_LayoutRecipe]:
     """Variants of the best recipe: one machine or site fewer, the machines in use re-ordered,
     one replica more or fewer."""
     order = np.asarray(recipe.order, np.int64)
@@ -744,7 +748,7 @@ def _prune_moves(ctx: _Ctx, recipe: _Recipe, layout: _Layout, sites: np.ndarray)
     if len(np.unique(labels)) > 1:
         for s in np.unique(labels):
             drop.append(tuple(int(v) for v in order[labels == s]))
-    variants: list[_Recipe] = []
+    variants: list[_LayoutRecipe] = []
     seen: set[tuple[int, ...]] = set()
     for gone in drop:
         if gone in seen:
@@ -753,19 +757,19 @@ def _prune_moves(ctx: _Ctx, recipe: _Recipe, layout: _Layout, sites: np.ndarray)
         rest = order[~np.isin(order, gone)]
         if len(rest):
             kind = recipe.kind if recipe.replicas > 1 else "single"
-            variants.append(_Recipe(tuple(rest.tolist()), kind, recipe.replicas))
+            variants.append(_LayoutRecipe(tuple(rest.tolist()), kind, recipe.replicas))
     if len(used) > 2:  # the machines in use, re-ordered on their own
         kind = recipe.kind if recipe.replicas > 1 else "single"
         for bottleneck in (False, True):
             path = tuple(ctx.path(np.sort(used), bottleneck).tolist())
-            variants.append(_Recipe(path, kind, recipe.replicas))
+            variants.append(_LayoutRecipe(path, kind, recipe.replicas))
         if recipe.replicas == 1:
             polished = _polish_path(ctx, layout.replicas[0], sites)
-            variants.append(_Recipe(tuple(polished.tolist()), "single", 1))
+            variants.append(_LayoutRecipe(tuple(polished.tolist()), "single", 1))
     for d in (recipe.replicas - 1, recipe.replicas + 1):
         if 1 <= d <= min(len(order), ctx.settings.max_replicas):
             kind = "single" if d == 1 else ("chunks" if recipe.kind == "single" else recipe.kind)
-            variants.append(_Recipe(recipe.order, kind, d))
+            variants.append(_LayoutRecipe(recipe.order, kind, d))
     return variants
 
 
@@ -782,11 +786,11 @@ def plan_job(
     (``job.min_memory_bytes``, in whole layers) within one group of mutually reachable
     machines. Inactive (drained) machines of `nodes` are never used. Deterministic.
     """
-    ctx = _Ctx(job, fleet, settings)
+    ctx = _PlanSearch(job, fleet, settings)
     pools = _reachable_pools(ctx, nodes)
     if isinstance(pools, Cost):
         return None, pools
-    best = _Best()
+    best = _BestLayout()
     for pool in pools:
         found = _search(ctx, _candidate_sets(ctx, pool))
         if found.layout is not None and found.seconds < best.seconds:
@@ -794,7 +798,9 @@ def plan_job(
     return _result(ctx, best)
 
 
-def _reachable_pools(ctx: _Ctx, nodes: Sequence[int] | np.ndarray) -> list[np.ndarray] | Cost:
+def _reachable_pools(
+    ctx: _PlanSearch, nodes: Sequence[int] | np.ndarray
+) -> list[np.ndarray] | Cost:
     """The usable machines of `nodes` in groups of mutually reachable machines that hold the
     job's layers, or an infeasible Cost saying why there is none."""
     job, fleet = ctx.job, ctx.fleet
@@ -835,7 +841,7 @@ def _reachable_pools(ctx: _Ctx, nodes: Sequence[int] | np.ndarray) -> list[np.nd
     return pools
 
 
-def _result(ctx: _Ctx, best: _Best) -> tuple[Plan | None, Cost]:
+def _result(ctx: _PlanSearch, best: _BestLayout) -> tuple[Plan | None, Cost]:
     """The best layout as a plan, timed by `hulk.cost.iteration_time` (the reference)."""
     if best.layout is None:  # pragma: no cover - a pool that holds the model always has a plan
         return None, Cost.infeasible(f"{ctx.job.name}: no feasible layout found")

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hulk import io
+from hulk import fileio
 from hulk.cost import Fleet
 from hulk.evaluate import Evaluation, evaluate_job, plot_costs
 from hulk.placements import JobPlacement
@@ -104,7 +104,7 @@ def fleet_map(
     ax.set(xlabel="longitude", ylabel="latitude", title=title + suffix)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    with io.atomic_path(path) as tmp:
+    with fileio.atomic_path(path) as tmp:
         figure.savefig(tmp, format="png", dpi=110)
     return path
 

@@ -55,7 +55,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from hulk.errors import InputError
-from hulk.io import sha256_file
+from hulk.fileio import sha256_file
 
 if TYPE_CHECKING:
     import torch

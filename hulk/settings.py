@@ -220,7 +220,7 @@ class AssignSettings(Section):
     # A GNN makespan above this × the jobs one after another under the best of Systems A, B, C
     # is clearly wrong: the teacher's placements are used instead, and the file says why.
     gnn_fallback_ratio: PositiveFloat = 1.0
-    # Algorithm 1's candidate pools (hulk.algorithm1): the probability group holds this many
+    # Algorithm 1's candidate pools (hulk.candidate_pools): the probability group holds this many
     # times the job's layers, each site region that many, and this many site regions are tried.
     gnn_group_slack: Annotated[float, Field(ge=1.0)] = 1.5
     gnn_site_slack: Annotated[float, Field(ge=1.0)] = 2.0

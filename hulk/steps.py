@@ -30,7 +30,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from hulk import io, schemas
+from hulk import fileio, schemas
 from hulk.code_deps import module_files
 from hulk.data_folder import LEARNING_CURVE_CSV, VALIDATED
 from hulk.settings import Settings
@@ -154,7 +154,7 @@ def _evaluate_metrics(settings: Settings, result: StepResult) -> dict[str, Any]:
                     "iteration_s": value,
                 }
             )
-    io.write_csv(Path(settings.data_dir) / METRICS_DIR / ITERATION_TIMES, pd.DataFrame(rows))
+    fileio.write_csv(Path(settings.data_dir) / METRICS_DIR / ITERATION_TIMES, pd.DataFrame(rows))
     return {"makespan_s": result.summary["makespan_s"], "jobs": per_job}
 
 
@@ -318,7 +318,7 @@ def nightly_steps() -> list[Step]:
 
 def _write_json(path: Path, record: dict[str, Any]) -> None:
     text = json.dumps(_finite(record), indent=2, sort_keys=True, allow_nan=False)
-    io.write_text(path, text + "\n")
+    fileio.write_text(path, text + "\n")
 
 
 def _finite(value: Any) -> Any:
@@ -424,7 +424,7 @@ def dvc_yaml(settings: Settings) -> str:
 
 def write_dvc_yaml(settings: Settings, path: Path = Path("dvc.yaml")) -> Path:
     """Write ``dvc.yaml`` atomically (from `dvc_yaml`)."""
-    io.write_text(path, dvc_yaml(settings))
+    fileio.write_text(path, dvc_yaml(settings))
     return path
 
 

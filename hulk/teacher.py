@@ -74,7 +74,7 @@ from hulk.jobs import GB, Job
 from hulk.planner import layer_capacity, plan_job, site_labels
 from hulk.settings import PlannerSettings, TeacherSettings
 
-__all__ = ["JobPlacement", "TeacherResult", "never_fits", "teacher_search"]
+__all__ = ["TeacherPlacement", "TeacherResult", "never_fits", "teacher_search"]
 
 PLACED, QUEUED = "placed", "queued"
 IDLE = -1
@@ -82,7 +82,7 @@ _TOLERANCE = 1e-9  # relative: changes smaller than this are no improvement
 
 
 @dataclass(frozen=True)
-class JobPlacement:
+class TeacherPlacement:
     """One job's outcome: its machines (fleet indices), plan and cost, or why it waits."""
 
     job: Job
@@ -97,7 +97,7 @@ class JobPlacement:
 class TeacherResult:
     """The search's best assignment (see the module docstring)."""
 
-    placements: list[JobPlacement]  # input order
+    placements: list[TeacherPlacement]  # input order
     labels: np.ndarray  # (fleet.n,) int64: index of the job a machine serves, −1 idle
     makespan_s: float  # slowest placed job (0 when none is placed)
     sum_s: float  # sum over placed jobs
@@ -108,11 +108,11 @@ class TeacherResult:
     start: str = ""  # the starting point the local search improved
 
     @property
-    def placed(self) -> list[JobPlacement]:
+    def placed(self) -> list[TeacherPlacement]:
         return [p for p in self.placements if p.status == PLACED]
 
     @property
-    def queued(self) -> list[JobPlacement]:
+    def queued(self) -> list[TeacherPlacement]:
         return [p for p in self.placements if p.status == QUEUED]
 
 
@@ -639,11 +639,11 @@ def _result(
         if j in placed:
             plan, cost = placed[j]
             placements.append(
-                JobPlacement(job, PLACED, None, tuple(sorted(plan.nodes)), plan, cost)
+                TeacherPlacement(job, PLACED, None, tuple(sorted(plan.nodes)), plan, cost)
             )
             continue
         reason = _queue_reason(job, free, placed, jobs, fleet)
-        placements.append(JobPlacement(job, QUEUED, reason, (), None, Cost.infeasible(reason)))
+        placements.append(TeacherPlacement(job, QUEUED, reason, (), None, Cost.infeasible(reason)))
     times = [cost.iteration_s for _, cost in placed.values()]
     return TeacherResult(
         placements=placements,

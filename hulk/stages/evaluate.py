@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hulk import io, schemas
+from hulk import fileio, schemas
 from hulk.data_folder import load_fleet
 from hulk.findings import Finding
 from hulk.settings import Settings
@@ -43,7 +43,7 @@ def run(
         for note in evaluation.notes
     ]
     snapshot = checked.doc.get("fleet", {}).get("snapshot")
-    links_sha = io.sha256_file(data_dir / schemas.LINKS_FILE)
+    links_sha = fileio.sha256_file(data_dir / schemas.LINKS_FILE)
     if snapshot != links_sha and "replan" not in checked.doc:
         findings.append(
             Finding(

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from hulk import io, schemas
+from hulk import fileio as io
+from hulk import schemas
 from hulk.errors import InputError
 from hulk.findings import Finding
 from hulk.fleet_labels import LabelCache, frame_digest, label_key, label_sample

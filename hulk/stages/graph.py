@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from hulk import io, schemas
+from hulk import fileio, schemas
 from hulk.errors import InputError
 from hulk.settings import Settings
 from hulk.stages import StepResult
@@ -34,6 +34,6 @@ def run(data_dir: Path, settings: Settings) -> StepResult:
     out_dir = data_dir / schemas.GRAPH_DIR
     features = features_sha256(settings.hardware, settings.graph.bandwidth_tiers)
     record = save_fleet_graph(
-        fleet, out_dir, inventory_sha256=io.sha256_file(inventory_file), features=features
+        fleet, out_dir, inventory_sha256=fileio.sha256_file(inventory_file), features=features
     )
     return StepResult(outputs={"graph": out_dir}, summary=record)

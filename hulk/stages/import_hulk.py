@@ -7,7 +7,7 @@ import datetime as dt
 import json
 from pathlib import Path
 
-from hulk import io, schemas
+from hulk import fileio, schemas
 from hulk.findings import Finding, raise_on_errors
 from hulk.settings import Settings
 from hulk.stages import StepResult
@@ -30,9 +30,9 @@ def run(
     checked += validate_links(result.links, result.inventory, str(edges), settings.validation)
     raise_on_errors(checked)
     out_dir.mkdir(parents=True, exist_ok=True)
-    io.write_csv(out_dir / schemas.INVENTORY_FILE, result.inventory)
-    io.write_parquet(out_dir / schemas.LINKS_FILE, result.links)
-    io.write_parquet(out_dir / schemas.QUARANTINE_FILE, result.quarantine)
+    fileio.write_csv(out_dir / schemas.INVENTORY_FILE, result.inventory)
+    fileio.write_parquet(out_dir / schemas.LINKS_FILE, result.links)
+    fileio.write_parquet(out_dir / schemas.QUARANTINE_FILE, result.quarantine)
     # The written files go through the same validation as everything else (report, Data Docs);
     # what the importer itself set aside is added to that report.
     report = run_validation(
@@ -62,4 +62,4 @@ def _add_findings(report_path: Path, findings: list[Finding]) -> None:
     counts = report.setdefault("counts", {})
     counts["warnings"] = sum(f["severity"] == "warning" for f in report["findings"])
     counts["errors"] = sum(f["severity"] == "error" for f in report["findings"])
-    io.write_text(report_path, json.dumps(report, indent=2, default=str) + "\n")
+    fileio.write_text(report_path, json.dumps(report, indent=2, default=str) + "\n")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-from hulk import io, schemas
+from hulk import fileio, schemas
 from hulk.data_folder import validated_quarantine
 from hulk.findings import Finding, raise_on_errors
 from hulk.settings import Settings
@@ -61,8 +61,8 @@ def run(
     raise_on_errors(findings)
     data_dir.mkdir(parents=True, exist_ok=True)
     if (data_dir / schemas.INVENTORY_FILE).resolve() != inventory_file.resolve():
-        io.write_csv(data_dir / schemas.INVENTORY_FILE, inventory)
-    io.write_parquet(links_path, links)
+        fileio.write_csv(data_dir / schemas.INVENTORY_FILE, inventory)
+    fileio.write_parquet(links_path, links)
     return StepResult(
         outputs={"links": links_path},
         findings=findings,

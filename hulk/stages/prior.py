@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hulk import io
+from hulk import fileio
 from hulk.errors import InputError
 from hulk.settings import Settings
 
@@ -84,12 +84,12 @@ def train_prior(settings: Settings, seed: int, rebuild: bool = False) -> dict[st
     corpus = load_corpus(settings.corpus.path)
     result = train_model(corpus.train, corpus.val, settings.model, settings.train, seed)
     path = prior_path(settings)
-    with io.atomic_path(path) as tmp:
+    with fileio.atomic_path(path) as tmp:
         torch.save({k: v.detach().cpu() for k, v in result.model.state_dict().items()}, tmp)
     record = {
         **wanted,
         "config": result.config.to_dict(),
-        "state_dict_sha256": io.sha256_file(path),
+        "state_dict_sha256": fileio.sha256_file(path),
         "best_epoch": result.best_epoch,
         "epochs": len(result.history),
         "best_val_loss": result.best.val_loss,
@@ -98,7 +98,7 @@ def train_prior(settings: Settings, seed: int, rebuild: bool = False) -> dict[st
         "val_samples": len(corpus.val),
     }
     text = json.dumps(record, indent=2, sort_keys=True, allow_nan=False)
-    io.write_text(path.with_suffix(".json"), text + "\n")
+    fileio.write_text(path.with_suffix(".json"), text + "\n")
     return {**record, "reused": False, "seconds": result.seconds}
 
 
@@ -111,7 +111,7 @@ def load_prior(settings: Settings) -> tuple[dict[str, Any], dict[str, Any]]:
     path = prior_path(settings)
     if record is None:
         raise InputError(path, "prior.exists", "no prior model: run `hulk stage prior` first")
-    if io.sha256_file(path) != record.get("state_dict_sha256"):
+    if fileio.sha256_file(path) != record.get("state_dict_sha256"):
         raise InputError(path, "prior.corrupt", "the weights do not match prior.json's sha256")
     state = torch.load(path, map_location="cpu", weights_only=True)
     return record["config"], state

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from hulk import io, schemas
+from hulk import fileio, schemas
 from hulk.data_folder import load_fleet
 from hulk.errors import InputError
 from hulk.findings import Finding
@@ -70,9 +70,11 @@ def run(
     new, moved = replan_jobs(
         before.placements, fleet_before, fleet_after, failed, strategy, settings, seed
     )
-    snapshot = io.sha256_file(data_dir / schemas.LINKS_FILE)
+    snapshot = fileio.sha256_file(data_dir / schemas.LINKS_FILE)
     if add_edges is not None:
-        snapshot = hashlib.sha256(f"{snapshot}+{io.sha256_file(add_edges)}".encode()).hexdigest()
+        snapshot = hashlib.sha256(
+            f"{snapshot}+{fileio.sha256_file(add_edges)}".encode()
+        ).hexdigest()
     info = pl.fleet_info(fleet_after, snapshot=snapshot)
     record = {
         "from": before.doc.get("run_id"),

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hulk import io
+from hulk import fileio as io
 from hulk.data_folder import LEARNING_CURVE_CSV, load_fleet, model_graph
 from hulk.settings import Settings
 from hulk.stages import StepResult

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hulk import io, schemas
+from hulk import fileio, schemas
 from hulk.data_folder import VALIDATED, logs_fingerprint
 from hulk.findings import raise_on_errors
 from hulk.settings import Settings
@@ -50,7 +50,7 @@ def run(
     inventory_file = data_dir / schemas.INVENTORY_FILE
     if logs_dir.exists():
         record = {"logs_fingerprint": logs_fingerprint(logs_dir, inventory_file)}
-        io.write_text(data_dir / schemas.VALIDATION_DIR / VALIDATED, json.dumps(record) + "\n")
+        fileio.write_text(data_dir / schemas.VALIDATION_DIR / VALIDATED, json.dumps(record) + "\n")
     return StepResult(
         outputs={"report": report.report_path, "docs": report.docs_index},
         findings=report.findings,

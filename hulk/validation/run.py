@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from hulk import io, schemas
+from hulk import fileio, schemas
 from hulk.findings import Finding
 from hulk.settings import LATENCY_PROBE_BYTES, ValidateSettings
 from hulk.validation._common import json_value, utc_timestamp
@@ -111,7 +111,7 @@ def run_validation(
     quarantine_path = None
     if quarantine is not None:
         quarantine_path = data_dir / schemas.QUARANTINE_FILE
-        io.write_parquet(quarantine_path, quarantine)
+        fileio.write_parquet(quarantine_path, quarantine)
 
     suites = _suites(session, findings, logs_dir.exists(), links_path.exists())
     report_path = out_dir / REPORT_FILE
@@ -135,7 +135,7 @@ def run_validation(
         "suites": suites,
         "findings": [json_value(f.to_dict()) for f in findings],
     }
-    io.write_text(report_path, json.dumps(report, indent=2, allow_nan=False) + "\n")
+    fileio.write_text(report_path, json.dumps(report, indent=2, allow_nan=False) + "\n")
     return ValidationReport(
         findings=findings,
         quarantine=quarantine if quarantine is not None else schemas.empty(QUARANTINE_COLUMNS),
@@ -202,5 +202,5 @@ def record_link_validation(
     report.setdefault("inputs", {})["links"] = str(links_path)
     report.setdefault("outputs", {})["data_docs"] = str(docs_index)
     report["ok"] = severities["error"] == 0
-    io.write_text(report_path, json.dumps(report, indent=2, allow_nan=False) + "\n")
+    fileio.write_text(report_path, json.dumps(report, indent=2, allow_nan=False) + "\n")
     return findings

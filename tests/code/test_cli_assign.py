@@ -10,7 +10,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from hulk import io, schemas
+from hulk import fileio, schemas
 from hulk.cli import app
 from hulk.jobs import PAPER_MIX_4, dump_jobs, preset_jobs
 from tests.conftest import HULK47
@@ -73,8 +73,8 @@ def tiny(tmp_path: Path) -> Path:
     )
     for column in ("window_start", "window_end"):
         links[column] = pd.Series(pd.NaT, index=links.index, dtype=schemas.LINKS[column])
-    io.write_csv(data / schemas.INVENTORY_FILE, schemas.conform(inventory, schemas.INVENTORY))
-    io.write_parquet(data / schemas.LINKS_FILE, schemas.conform(links, schemas.LINKS))
+    fileio.write_csv(data / schemas.INVENTORY_FILE, schemas.conform(inventory, schemas.INVENTORY))
+    fileio.write_parquet(data / schemas.LINKS_FILE, schemas.conform(links, schemas.LINKS))
     return data
 
 
@@ -123,8 +123,8 @@ def test_assign_writes_run_file_and_latest(tiny: Path, jobs_file: Path, params: 
     assert doc["fleet"] == {
         "nodes": 6,
         "links": 15,
-        "snapshot": io.sha256_file(tiny / "links.parquet"),
-        "inventory": io.sha256_file(tiny / "machines.csv"),
+        "snapshot": fileio.sha256_file(tiny / "links.parquet"),
+        "inventory": fileio.sha256_file(tiny / "machines.csv"),
     }
     assert [j["status"] for j in doc["jobs"]] == ["placed", "queued"]
     assert doc["jobs"][0]["nodes"] == list(range(6))

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from hulk import io, schemas
+from hulk import fileio, schemas
 from hulk.errors import InputError
 from hulk.findings import Finding
 from hulk.geo import haversine_km
@@ -107,9 +107,9 @@ def write_logs(root: Path, days: dict[dt.date, pd.DataFrame], fmt: str = "parque
         folder = logs / f"day={day.isoformat()}"
         folder.mkdir(parents=True, exist_ok=True)
         if fmt == "parquet":
-            io.write_parquet(folder / "probes.parquet", schemas.conform(frame, schemas.LOGS))
+            fileio.write_parquet(folder / "probes.parquet", schemas.conform(frame, schemas.LOGS))
         else:
-            io.write_csv(folder / "probes.csv", frame)
+            fileio.write_csv(folder / "probes.csv", frame)
     return logs
 
 
@@ -228,7 +228,7 @@ def test_read_inventory_round_trip_and_errors(tmp_path):
     path = tmp_path / "machines.csv"
     inventory = make_inventory()
     inventory.loc[3, ["lat", "lon"]] = np.nan
-    io.write_csv(path, inventory)
+    fileio.write_csv(path, inventory)
     back = read_inventory(path)
     pd.testing.assert_frame_equal(back[list(schemas.INVENTORY)], inventory)
 
@@ -238,7 +238,7 @@ def test_read_inventory_round_trip_and_errors(tmp_path):
     with pytest.raises(InputError, match="memory_gb") as caught:
         read_inventory(path)
     assert caught.value.path == str(path)
-    io.write_csv(path, inventory.assign(gpu_count=["8", "8", "eight", "8"]))
+    fileio.write_csv(path, inventory.assign(gpu_count=["8", "8", "eight", "8"]))
     with pytest.raises(InputError, match="gpu_count") as caught:
         read_inventory(path)
     assert caught.value.examples == ["line 4: gpu_count='eight'"]
@@ -358,7 +358,7 @@ def test_csv_logs_are_accepted_and_checked(tmp_path):
 
     bad = days[LATE].astype({"src": object})
     bad.loc[7, "src"] = "seven"
-    io.write_csv(logs / f"day={LATE.isoformat()}" / "probes.csv", bad)
+    fileio.write_csv(logs / f"day={LATE.isoformat()}" / "probes.csv", bad)
     with pytest.raises(InputError, match="'src'") as caught:
         validate_logs(logs, make_inventory(), SETTINGS, NOW, WINDOW_DAYS)
     assert caught.value.examples == ["line 9: src='seven'"]
@@ -511,13 +511,13 @@ def test_link_schema_problems(tmp_path):
     assert [f.rule for f in findings] == ["links.schema"] and "loss_rate" in findings[0].message
 
     path = tmp_path / "links.parquet"
-    io.write_parquet(path, links)
+    fileio.write_parquet(path, links)
     pd.testing.assert_frame_equal(read_links(path), links)
-    io.write_parquet(path, links.drop(columns="latency_p95_ms"))
+    fileio.write_parquet(path, links.drop(columns="latency_p95_ms"))
     with pytest.raises(InputError, match="'latency_p95_ms'") as caught:
         read_links(path)
     assert caught.value.path == str(path)
-    io.write_parquet(path, links.assign(loss_rate=links["loss_rate"].astype(str)))
+    fileio.write_parquet(path, links.assign(loss_rate=links["loss_rate"].astype(str)))
     with pytest.raises(InputError, match="'loss_rate'"):
         read_links(path)
 
@@ -527,11 +527,11 @@ def test_link_schema_problems(tmp_path):
 
 def test_run_validation_writes_report_quarantine_and_docs(tmp_path):
     inventory = make_inventory()
-    io.write_csv(tmp_path / schemas.INVENTORY_FILE, inventory)
+    fileio.write_csv(tmp_path / schemas.INVENTORY_FILE, inventory)
     days = make_days(inventory)
     days[MID] = append(days[MID], row(MID, src=1, dst=1), days[MID].iloc[0].to_dict())
     write_logs(tmp_path, days)
-    io.write_parquet(tmp_path / schemas.LINKS_FILE, make_links(inventory))
+    fileio.write_parquet(tmp_path / schemas.LINKS_FILE, make_links(inventory))
     progress = []
 
     report = run_validation(
@@ -564,10 +564,10 @@ def test_run_validation_writes_report_quarantine_and_docs(tmp_path):
 
 def test_run_validation_reports_errors_without_raising(tmp_path):
     inventory = make_inventory()
-    io.write_csv(tmp_path / schemas.INVENTORY_FILE, inventory)
+    fileio.write_csv(tmp_path / schemas.INVENTORY_FILE, inventory)
     links = make_links(inventory)
     links.loc[0, "dst"] = 99
-    io.write_parquet(tmp_path / schemas.LINKS_FILE, links)
+    fileio.write_parquet(tmp_path / schemas.LINKS_FILE, links)
 
     report = run_validation(tmp_path, SETTINGS, NOW, WINDOW_DAYS)
 

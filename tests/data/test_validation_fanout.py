@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from hulk import io, schemas
+from hulk import fileio, schemas
 from hulk.errors import InputError
 from hulk.validation import run_validation
 from hulk.validation.logs import merge_days, plan_days, validate_log_day
@@ -40,7 +40,7 @@ from tests.data.test_validation import (
 
 def write_data(root: Path) -> None:
     inventory = make_inventory()
-    io.write_csv(root / schemas.INVENTORY_FILE, inventory)
+    fileio.write_csv(root / schemas.INVENTORY_FILE, inventory)
     days = make_days(inventory)
     for n, (day, frame) in enumerate(days.items()):
         loops = [row(day, f"0{k}:10:00", src=1, dst=1, elapsed_ms=0.3) for k in range(4)]

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hulk import io
+from hulk import fileio
 from hulk import placements as pl
 from hulk.baselines import baselines
 from hulk.cost import Cost, Fleet, Plan, iteration_time, lower_bound
@@ -193,7 +193,7 @@ def test_failed_write_keeps_the_old_latest(tmp_path: Path, monkeypatch) -> None:
             raise OSError("disk full")
         real_replace(src, dst)
 
-    monkeypatch.setattr(io.os, "replace", crash_on_latest)
+    monkeypatch.setattr(fileio.os, "replace", crash_on_latest)
     with pytest.raises(OSError, match="disk full"):
         pl.write_placements(newer, out)
     monkeypatch.undo()

@@ -242,7 +242,7 @@ def test_fast_evaluator_matches_the_cost_model() -> None:
         if rng.random() < 0.5:  # one split shared by every replica: per-position rings
             splits = [splits[0]] * d
         layout = planner_module._Layout(replicas, splits)
-        ctx = planner_module._Ctx(job, fleet, SETTINGS)
+        ctx = planner_module._PlanSearch(job, fleet, SETTINGS)
         plan = layout.plan()
         assert plan == Plan(
             tuple(

@@ -8,13 +8,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hulk import io
+from hulk import fileio
 
 
 def test_failed_write_keeps_last_good_file(tmp_path: Path) -> None:
     target = tmp_path / "latest.json"
-    io.write_text(target, "good\n")
-    with pytest.raises(RuntimeError), io.atomic_path(target) as tmp:
+    fileio.write_text(target, "good\n")
+    with pytest.raises(RuntimeError), fileio.atomic_path(target) as tmp:
         tmp.write_text("half")
         raise RuntimeError("crash mid-write")
     assert target.read_text() == "good\n"
@@ -23,13 +23,13 @@ def test_failed_write_keeps_last_good_file(tmp_path: Path) -> None:
 
 def test_failed_folder_swap_keeps_last_good_folder(tmp_path: Path) -> None:
     target = tmp_path / "docs"
-    with io.atomic_dir(target) as tmp:
+    with fileio.atomic_dir(target) as tmp:
         (tmp / "index.html").write_text("v1")
-    with pytest.raises(RuntimeError), io.atomic_dir(target) as tmp:
+    with pytest.raises(RuntimeError), fileio.atomic_dir(target) as tmp:
         (tmp / "index.html").write_text("v2-partial")
         raise RuntimeError("crash")
     assert (target / "index.html").read_text() == "v1"
-    with io.atomic_dir(target) as tmp:
+    with fileio.atomic_dir(target) as tmp:
         (tmp / "index.html").write_text("v2")
     assert (target / "index.html").read_text() == "v2"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["docs"]
@@ -37,16 +37,18 @@ def test_failed_folder_swap_keeps_last_good_folder(tmp_path: Path) -> None:
 
 def test_parquet_is_byte_identical_for_identical_frames(tmp_path: Path) -> None:
     frame = pd.DataFrame({"a": [1, 2, 3], "b": ["x", "y", "z"]})
-    io.write_parquet(tmp_path / "one.parquet", frame)
-    io.write_parquet(tmp_path / "two.parquet", frame.copy())
-    assert io.sha256_file(tmp_path / "one.parquet") == io.sha256_file(tmp_path / "two.parquet")
+    fileio.write_parquet(tmp_path / "one.parquet", frame)
+    fileio.write_parquet(tmp_path / "two.parquet", frame.copy())
+    assert fileio.sha256_file(tmp_path / "one.parquet") == fileio.sha256_file(
+        tmp_path / "two.parquet"
+    )
 
 
 def test_outputs_follow_the_umask_not_mkstemps_0600(tmp_path: Path) -> None:
     target = tmp_path / "latest.json"
     old = os.umask(0o022)
     try:
-        io.write_text(target, "{}")
+        fileio.write_text(target, "{}")
     finally:
         os.umask(old)
     assert target.stat().st_mode & 0o777 == 0o644  # readable by the scheduler's own user

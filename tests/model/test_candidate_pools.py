@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hulk.algorithm1 import candidate_pools, probability_group, site_regions
+from hulk.candidate_pools import candidate_pools, probability_group, site_regions
 
 # Six machines holding 4 layers each; sites: {0, 1}, {2, 3}, {4, 5}.
 CAPACITY = np.full(6, 4)
