@@ -25,8 +25,10 @@ docs/design.md#baselines) whatever its status, since they do not depend on the p
 ``estimate`` (the plan's cost and ``lower_bound_s`` = work / Σ F over the job's machines) is
 null for jobs without machines.
 
-`read_placements` checks a file strictly and raises one `InputError` naming the file, the job
-and the field for every problem found (the first in the message, all as examples):
+`read_placements` checks a file strictly: its shape with pydantic models (`_DocumentRecord`, one
+`_JobRecord` per job; strict types that fail with the rule they break), then the rules across
+fields (structure, coverage, machines, memory). It raises one `InputError` naming the file, the
+job and the field for every problem found (the first in the message, all as examples):
 
 ====================== =====================================================================
 rule                    what is wrong
@@ -57,12 +59,21 @@ import datetime as dt
 import hashlib
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, cast
 
 import numpy as np
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    PlainValidator,
+    ValidationError,
+)
+from pydantic_core import PydanticCustomError
 
 from hulk import fileio
 from hulk.cost import MEMORY_SLACK, Cost, Fleet, Plan, Stage
@@ -358,6 +369,27 @@ class _Problems:
         raise InputError(self.path, rule, first + more, [detail for _, detail in self.found])
 
 
+class _Checker:
+    """The problems of one part of the document (a job), each under its label and field."""
+
+    def __init__(self, problems: _Problems, where: str) -> None:
+        self.problems = problems
+        self.where = where
+        self.ok = True
+
+    def bad(self, rule: str, key: str, detail: str) -> None:
+        self.ok = False
+        self.problems.add(rule, f"{self.where}field {key!r}: {detail}")
+
+
+# --- the file's shape as pydantic models -------------------------------------------------------
+#
+# Types are strict as the contract says (a bool is not a number, 2.0 is not an id): each field
+# type checks its value itself and fails with the rule it breaks, so every problem of a file is
+# reported under its rule, job and field (`_add_errors`). Keys the models do not name are kept:
+# the contract only ever adds keys.
+
+
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -366,57 +398,210 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _type_name(value: object) -> str:
-    return "null" if value is None else type(value).__name__
+def _got(value: object) -> str:
+    """What a value is, for a message: ``null``, ``int 3``, ``str '10'``."""
+    return "null" if value is None else f"{type(value).__name__} {value!r:.60}"
 
 
-class _Checker:
-    """Typed access to one mapping of the document, recording problems under a label."""
+def _wrong_type(kind: str, value: object) -> PydanticCustomError:
+    detail = f"expected {kind}, got {_got(value)}"
+    return PydanticCustomError("placements.wrong_type", "{detail}", {"detail": detail})
 
-    def __init__(self, problems: _Problems, where: str, record: Mapping[str, Any]) -> None:
-        self.problems = problems
-        self.where = where
-        self.record = record
-        self.ok = True
 
-    def _bad(self, rule: str, key: str, detail: str) -> None:
-        self.ok = False
-        self.problems.add(rule, f"{self.where}field {key!r}: {detail}")
+def _bad_value(detail: str) -> PydanticCustomError:
+    return PydanticCustomError("placements.bad_value", "{detail}", {"detail": detail})
 
-    def get(self, key: str, kind: str, *, optional: bool = False, nullable: bool = False) -> Any:
-        """The value of `key` if it has type `kind` (str|int|number|bool|list|dict), else None."""
-        if key not in self.record:
-            if not optional:
-                self._bad("placements.missing_key", key, "missing")
-            return None
-        value = self.record[key]
+
+def _strict(kind: str, accepts: Callable[[object], bool], nullable: bool = False) -> Any:
+    """A value `accepts` takes as it is (or null when `nullable`), else placements.wrong_type."""
+
+    def check(value: object) -> object:
         if value is None and nullable:
             return None
-        checks = {
-            "str": lambda v: isinstance(v, str),
-            "int": _is_int,
-            "number": _is_number,
-            "bool": lambda v: isinstance(v, bool),
-            "list": lambda v: isinstance(v, list),
-            "dict": lambda v: isinstance(v, dict),
-        }
-        if not checks[kind](value):
-            null = " or null" if nullable else ""
-            self._bad(
-                "placements.wrong_type",
-                key,
-                f"expected {kind}{null}, got {_type_name(value)} {value!r:.60}",
-            )
-            return None
+        if not accepts(value):
+            raise _wrong_type(kind + (" or null" if nullable else ""), value)
         return value
 
-    def seconds(self, key: str, *, optional: bool = False) -> float | None:
-        """A non-negative time or null (null reads as infinity: not finite when written)."""
-        value = self.get(key, "number", optional=optional, nullable=True)
-        if value is not None and value < 0:
-            self._bad("placements.bad_value", key, f"a time must not be negative (got {value})")
-            return None
+    return PlainValidator(check)
+
+
+def _one_of(choices: tuple[str, ...]) -> Any:
+    """A string among `choices`, else placements.bad_value."""
+
+    def check(value: object) -> str:
+        if not isinstance(value, str):
+            raise _wrong_type("str", value)
+        if value not in choices:
+            raise _bad_value(f"{value!r} is not one of {choices}")
         return value
+
+    return PlainValidator(check)
+
+
+def _seconds(value: object) -> float | int | None:
+    """A non-negative time or null (null reads as infinity: not finite when written)."""
+    if value is None:
+        return None
+    if not _is_number(value):
+        raise _wrong_type("number or null", value)
+    assert isinstance(value, int | float)
+    if value < 0:
+        raise _bad_value(f"a time must not be negative (got {value})")
+    return value
+
+
+def _node_ids(value: object) -> list[int]:
+    if not isinstance(value, list):
+        raise _wrong_type("list", value)
+    bad = [n for n in value if not _is_int(n)]
+    if bad:
+        detail = f"node ids must be integers (got {bad[:3]})"
+        raise PydanticCustomError("placements.wrong_type", "{detail}", {"detail": detail})
+    return value
+
+
+def _object_or_null(value: object) -> object:
+    if value is not None and not isinstance(value, dict):
+        raise _wrong_type("dict or null", value)
+    return value
+
+
+def _object(value: object) -> object:
+    if not isinstance(value, dict):
+        raise _wrong_type("dict", value)
+    return value
+
+
+def _has_stages(stages: list[_StageRecord]) -> list[_StageRecord]:
+    if not stages:
+        raise PydanticCustomError("placements.coverage", "a replica needs stages")
+    return stages
+
+
+Text = Annotated[str, _strict("str", lambda v: isinstance(v, str))]
+TextOrNull = Annotated[str | None, _strict("str", lambda v: isinstance(v, str), nullable=True)]
+Id = Annotated[int, _strict("int", _is_int)]
+IdOrNull = Annotated[int | None, _strict("int", _is_int, nullable=True)]
+Flag = Annotated[bool, _strict("bool", lambda v: isinstance(v, bool))]
+ObjectOrNull = Annotated[
+    dict[str, Any] | None, _strict("dict", lambda v: isinstance(v, dict), nullable=True)
+]
+Seconds = Annotated[float | int | None, PlainValidator(_seconds)]
+
+
+class _Record(BaseModel):
+    """A mapping of the placements file: the keys it must have; other keys are kept."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class _StageRecord(_Record):
+    node: Id
+    layer_start: Id
+    layer_end: Id
+
+
+class _ReplicaRecord(_Record):
+    stages: Annotated[list[_StageRecord], AfterValidator(_has_stages)]
+
+
+class _EstimateRecord(_Record):
+    iteration_s: Seconds
+    compute_s: Seconds
+    comm_s: Seconds
+    lower_bound_s: Seconds
+
+
+class _BaselineRecord(_Record):
+    iteration_s: Seconds
+    compute_s: Seconds
+    comm_s: Seconds
+    feasible: Flag
+    reason: TextOrNull = None
+
+
+class _BaselinesRecord(BaseModel):
+    """Systems A, B, C by name; any other key is a bad value."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # Absent: None; present, an object (null is a wrong type).
+    A: Annotated[_BaselineRecord | None, BeforeValidator(_object)] = None
+    B: Annotated[_BaselineRecord | None, BeforeValidator(_object)] = None
+    C: Annotated[_BaselineRecord | None, BeforeValidator(_object)] = None
+
+
+class _JobRecord(_Record):
+    job: Text
+    status: Annotated[str, _one_of(STATUSES)]
+    reason: TextOrNull
+    nodes: Annotated[list[int], PlainValidator(_node_ids)]
+    replicas: list[_ReplicaRecord]
+    estimate: Annotated[_EstimateRecord | None, BeforeValidator(_object_or_null)]
+    baselines: _BaselinesRecord
+    layout: Annotated[str, _one_of(LAYOUTS)] = PIPELINE
+    # Absent: the jobs given or the presets (an explicit null is a wrong type).
+    spec: Annotated[dict[str, Any] | None, _strict("dict", lambda v: isinstance(v, dict))] = None
+    run_order: IdOrNull = None
+
+
+class _FleetRecord(_Record):
+    nodes: Id
+    links: Id
+    snapshot: Text
+
+
+class _DocumentRecord(_Record):
+    """The top level (``schema`` is checked first: without it nothing else can be trusted);
+    each entry of ``jobs`` is read as a `_JobRecord` on its own."""
+
+    run_id: Text
+    generated_at: Text
+    model: ObjectOrNull
+    makespan_s: Seconds
+    # Optional keys: absent is None, an explicit null is a wrong type.
+    schedule: Annotated[str | None, _one_of(SCHEDULES)] = None
+    strategy: Annotated[str | None, _strict("str", lambda v: isinstance(v, str))] = None
+    fleet: _FleetRecord
+    jobs: Annotated[list[Any], _strict("list", lambda v: isinstance(v, list))]
+
+
+def _add_errors(problems: _Problems, error: ValidationError, where: str = "") -> None:
+    """Each error of a model as a problem: its rule, then ``<where>[<container>, ]field 'key'``
+    and what is wrong (list positions after the key as ``[i]``)."""
+    for item in error.errors():
+        kind = item["type"]
+        value = item.get("input")
+        if kind.startswith("placements."):  # raised by the field types above
+            rule, message = kind, item["msg"]
+        elif kind == "missing":
+            rule, message = "placements.missing_key", "missing"
+        elif kind == "extra_forbidden":  # the one closed mapping: baselines
+            rule, message = "placements.bad_value", f"not one of {SYSTEM_NAMES}"
+        else:  # a mapping or list where the value is something else
+            wanted = "list" if kind == "list_type" else "an object"
+            rule, message = "placements.wrong_type", f"expected {wanted}, got {_got(value)}"
+        loc = list(item["loc"])
+        keys = [i for i, part in enumerate(loc) if isinstance(part, str)]
+        if not keys:  # the whole mapping is of the wrong type
+            problems.add(rule, f"{where.removesuffix(', ')}: {message}")
+            continue
+        last = keys[-1]
+        container, field, positions = loc[:last], str(loc[last]), loc[last + 1 :]
+        if kind == "extra_forbidden":  # the key itself is wrong: name it with its mapping
+            container, field = [], ".".join(str(part) for part in loc)
+        inside = _path(container)
+        field += _path(positions)
+        text = f"{where}{inside + ', ' if inside else ''}field {field!r}"
+        problems.add(rule, f"{text}: {message}")
+
+
+def _path(parts: Sequence[int | str]) -> str:
+    """``replicas[0].stages[1]`` from ('replicas', 0, 'stages', 1)."""
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
 
 
 def _reject_constant(name: str) -> float:
@@ -448,33 +633,25 @@ def read_placements(
     problems = _Problems(path)
     if not isinstance(raw, dict):
         raise InputError(path, "placements.wrong_type", "expected a JSON object at the top level")
-    top = _Checker(problems, "", raw)
-    schema = top.get("schema", "str")
-    if schema is not None and schema != SCHEMA:
+    schema = raw.get("schema")
+    if "schema" not in raw:
+        raise InputError(path, "placements.missing_key", "field 'schema': missing")
+    if schema != SCHEMA:
         raise InputError(
             path, "placements.schema", f"field 'schema' is {schema!r}, expected {SCHEMA!r}"
         )
-    problems.raise_any()  # without the schema tag nothing else can be trusted
-    top.get("run_id", "str")
-    top.get("generated_at", "str")
-    top.get("model", "dict", nullable=True)
-    top.seconds("makespan_s")
-    schedule = top.get("schedule", "str", optional=True)
-    if schedule is not None and schedule not in SCHEDULES:
-        top._bad("placements.bad_value", "schedule", f"{schedule!r} is not one of {SCHEDULES}")
-    top.get("strategy", "str", optional=True)
-    fleet_block = top.get("fleet", "dict")
-    if fleet_block is not None:
-        block = _Checker(problems, "fleet, ", fleet_block)
-        block.get("nodes", "int")
-        block.get("links", "int")
-        block.get("snapshot", "str")
-    entries = top.get("jobs", "list")
+    entries: list[Any] = []
+    try:
+        entries = _DocumentRecord.model_validate(raw).jobs
+    except ValidationError as error:
+        _add_errors(problems, error)
+        if isinstance(raw.get("jobs"), list):
+            entries = raw["jobs"]
 
     placements: list[JobPlacement] = []
     owner: dict[int, str] = {}  # node id -> job using it
     seen: set[str] = set()
-    for index, entry in enumerate(entries or []):
+    for index, entry in enumerate(entries):
         placement = _read_job(problems, index, entry, fleet, known, owner, seen)
         if placement is not None:
             placements.append(placement)
@@ -497,58 +674,57 @@ def _read_job(
     seen: set[str],
 ) -> JobPlacement | None:
     label = _job_label(index, entry)
-    if not isinstance(entry, dict):
-        problems.add("placements.wrong_type", f"{label}: expected an object, got {entry!r:.60}")
-        return None
-    check = _Checker(problems, f"{label}, ", entry)
-    name = check.get("job", "str")
-    status = check.get("status", "str")
-    reason = check.get("reason", "str", nullable=True)
-    nodes = check.get("nodes", "list")
-    replicas = check.get("replicas", "list")
-    estimate = check.get("estimate", "dict", nullable=True)
-    baselines = check.get("baselines", "dict")
-    layout = check.get("layout", "str", optional=True) or PIPELINE
-    spec = check.get("spec", "dict", optional=True)
-    run_order = check.get("run_order", "int", optional=True, nullable=True)
-    if status is not None and status not in STATUSES:
-        check._bad("placements.bad_value", "status", f"{status!r} is not one of {STATUSES}")
-    if layout not in LAYOUTS:
-        check._bad("placements.bad_value", "layout", f"{layout!r} is not one of {LAYOUTS}")
-    if status == INFEASIBLE and "reason" in entry and reason is None and check.ok:
-        check._bad("placements.missing_key", "reason", "an infeasible job must say why")
-    if name is not None:
-        if name in seen:
-            check._bad("placements.duplicate_job", "job", f"{name!r} appears more than once")
+    name = entry.get("job") if isinstance(entry, dict) else None
+    duplicate = isinstance(name, str) and name in seen  # a problem whatever else is wrong
+    if isinstance(name, str):
         seen.add(name)
-
-    job = _job_of(check, name, spec, known)
-    cost = _estimate(check, estimate)
-    systems = _baselines(check, baselines)
-    node_ids = _node_list(check, nodes)
-    stages = _replicas(check, replicas)
-    if not check.ok or job is None or node_ids is None or stages is None:
+    try:
+        record = _JobRecord.model_validate(entry)
+    except ValidationError as error:
+        _add_errors(problems, error, f"{label}, ")
+        if duplicate:
+            problems.add(
+                "placements.duplicate_job",
+                f"{label}, field 'job': {name!r} appears more than once",
+            )
         return None
-
-    _check_structure(check, status, layout, node_ids, stages)
+    check = _Checker(problems, f"{label}, ")
+    if (
+        record.status == INFEASIBLE
+        and record.reason is None
+        and "reason" in record.model_fields_set
+    ):
+        check.bad("placements.missing_key", "reason", "an infeasible job must say why")
+    if duplicate:
+        check.bad("placements.duplicate_job", "job", f"{record.job!r} appears more than once")
+    job = _job_of(check, record.job, record.spec, known)
+    if not check.ok or job is None:
+        return None
+    node_ids = list(record.nodes)
+    stages = [
+        [{"node": s.node, "layer_start": s.layer_start, "layer_end": s.layer_end} for s in r.stages]
+        for r in record.replicas
+    ]
+    _check_structure(check, record.status, record.layout, node_ids, stages)
     if check.ok:
         _check_coverage(check, stages, job)
-    plan = _check_machines(check, job, layout, node_ids, stages, fleet, owner) if check.ok else None
+    plan = _check_machines(check, job, record.layout, node_ids, stages, fleet, owner)
     if not check.ok:
         return None
     indices = tuple(int(i) for i in fleet.index_of(node_ids)) if node_ids else ()
-    lower = estimate.get("lower_bound_s") if estimate else None
+    estimate = record.estimate
+    lower = estimate.lower_bound_s if estimate else None
     return JobPlacement(
         job=job,
-        status=status,
-        reason=reason,
+        status=record.status,
+        reason=record.reason,
         nodes=indices,
         plan=plan,
-        estimate=cost,
+        estimate=_cost(estimate, True, None) if estimate else None,
         lower_bound_s=math.inf if estimate and lower is None else lower,
-        baselines=systems,
-        layout=layout,
-        run_order=run_order,
+        baselines=_baselines(cast(dict, entry)["baselines"], record.baselines),
+        layout=record.layout,
+        run_order=record.run_order,
     )
 
 
@@ -557,16 +733,16 @@ def _check_structure(
 ) -> None:
     """Machines only for placed jobs; `nodes` are exactly the stages' machines."""
     if status == PLACED and not node_ids:
-        check._bad("placements.structure", "nodes", "a placed job needs machines")
+        check.bad("placements.structure", "nodes", "a placed job needs machines")
     if status != PLACED and (node_ids or stages):
-        check._bad("placements.structure", "nodes", f"a {status} job holds no machines")
+        check.bad("placements.structure", "nodes", f"a {status} job holds no machines")
     if layout == TENSOR and stages:
-        check._bad("placements.structure", "replicas", "the tensor layout has no stages")
+        check.bad("placements.structure", "replicas", "the tensor layout has no stages")
     if layout == PIPELINE and status == PLACED and not stages:
-        check._bad("placements.structure", "replicas", "a placed pipeline job needs replicas")
+        check.bad("placements.structure", "replicas", "a placed pipeline job needs replicas")
     stage_ids = [stage["node"] for replica in stages for stage in replica]
     if layout == PIPELINE and stage_ids != node_ids and sorted(stage_ids) != sorted(node_ids):
-        check._bad(
+        check.bad(
             "placements.structure",
             "nodes",
             f"{node_ids} are not the machines of the stages {stage_ids}",
@@ -580,7 +756,7 @@ def _check_coverage(check: _Checker, stages: list, job: Job) -> None:
         for k, stage in enumerate(replica):
             start, end = stage["layer_start"], stage["layer_end"]
             if start != expected or end <= start:
-                check._bad(
+                check.bad(
                     "placements.coverage",
                     f"replicas[{r}].stages[{k}]",
                     f"layers [{start}, {end}) do not continue from layer {expected} "
@@ -590,7 +766,7 @@ def _check_coverage(check: _Checker, stages: list, job: Job) -> None:
             expected = end
         else:
             if expected != job.layers:
-                check._bad(
+                check.bad(
                     "placements.coverage",
                     f"replicas[{r}]",
                     f"covers [0, {expected}), expected [0, {job.layers})",
@@ -611,12 +787,12 @@ def _check_machines(
     fleet_ids = set(fleet.node_ids.tolist())
     unknown = [n for n in node_ids if n not in fleet_ids]
     if unknown:
-        check._bad("placements.unknown_node", "nodes", f"node id(s) {unknown} are not in the fleet")
+        check.bad("placements.unknown_node", "nodes", f"node id(s) {unknown} are not in the fleet")
         return None
     for node in node_ids:
         if node in owner:
             where = "another stage of this job" if owner[node] == job.name else repr(owner[node])
-            check._bad("placements.node_shared", "nodes", f"machine {node} also serves {where}")
+            check.bad("placements.node_shared", "nodes", f"machine {node} also serves {where}")
         owner[node] = job.name
     if not check.ok:
         return None
@@ -637,7 +813,7 @@ def _check_machines(
         share = job.min_memory_bytes / len(indices)
         for i in indices:
             if share > fleet.memory_bytes[i] * MEMORY_SLACK:
-                check._bad(
+                check.bad(
                     "placements.memory",
                     "nodes",
                     f"machine {fleet.node_id(i)} has {fleet.memory_bytes[i] / GB:.1f} GB, its "
@@ -652,7 +828,7 @@ def _check_memory_pipeline(check: _Checker, job: Job, fleet: Fleet, plan: Plan) 
             need = job.min_memory_bytes * stage.layers / job.layers
             have = fleet.memory_bytes[stage.node]
             if need > have * MEMORY_SLACK:
-                check._bad(
+                check.bad(
                     "placements.memory",
                     f"replicas[{r}].stages[{k}]",
                     f"layers [{stage.layer_start}, {stage.layer_end}) need {need / GB:.1f} GB, "
@@ -669,17 +845,17 @@ def _job_of(
         try:
             (job,) = parse_jobs({"jobs": [spec]})
         except InputError as exc:
-            check._bad("placements.bad_spec", "spec", exc.detail)
+            check.bad("placements.bad_spec", "spec", exc.detail)
             return None
         if job.name != name:
-            check._bad("placements.bad_spec", "spec", f"describes {job.name!r}, not {name!r}")
+            check.bad("placements.bad_spec", "spec", f"describes {job.name!r}, not {name!r}")
             return None
         return job
     if name in known:
         return known[name]
     if name in PRESET_JOBS:
         return PRESET_JOBS[name]
-    check._bad(
+    check.bad(
         "placements.unknown_job",
         "job",
         f"{name!r} has no 'spec' and is neither in the jobs given nor a preset",
@@ -687,81 +863,16 @@ def _job_of(
     return None
 
 
-def _estimate(check: _Checker, estimate: dict | None) -> Cost | None:
-    if estimate is None:
-        return None
-    inner = _Checker(check.problems, f"{check.where}estimate, ", estimate)
-    times = [inner.seconds(key) for key in _TIMES]
-    inner.seconds("lower_bound_s")
-    if not inner.ok:
-        check.ok = False
-        return None
-    return _cost(times, feasible=True, reason=None)
-
-
-def _cost(times: list[float | None], feasible: bool, reason: str | None) -> Cost:
-    values = [math.inf if t is None else float(t) for t in times]
-    iteration_s, compute_s, comm_s = values
+def _cost(record: _EstimateRecord | _BaselineRecord, feasible: bool, reason: str | None) -> Cost:
+    times = (record.iteration_s, record.compute_s, record.comm_s)
+    iteration_s, compute_s, comm_s = (math.inf if t is None else float(t) for t in times)
     return Cost(iteration_s, compute_s, comm_s, feasible=feasible, reason=reason)
 
 
-def _baselines(check: _Checker, baselines: dict | None) -> dict[str, Cost]:
+def _baselines(raw: Mapping[str, Any], record: _BaselinesRecord) -> dict[str, Cost]:
+    """The systems' costs in the file's order."""
     systems: dict[str, Cost] = {}
-    for name, record in (baselines or {}).items():
-        if name not in SYSTEM_NAMES:
-            check._bad("placements.bad_value", f"baselines.{name}", f"not one of {SYSTEM_NAMES}")
-            continue
-        if not isinstance(record, dict):
-            check._bad("placements.wrong_type", f"baselines.{name}", "expected an object")
-            continue
-        inner = _Checker(check.problems, f"{check.where}baselines.{name}, ", record)
-        times = [inner.seconds(key) for key in _TIMES]
-        feasible = inner.get("feasible", "bool")
-        reason = inner.get("reason", "str", optional=True, nullable=True)
-        if not inner.ok:
-            check.ok = False
-            continue
-        systems[name] = _cost(times, feasible=feasible, reason=reason)
+    for name in raw:
+        system: _BaselineRecord = getattr(record, name)
+        systems[name] = _cost(system, system.feasible, system.reason)
     return systems
-
-
-def _node_list(check: _Checker, nodes: list | None) -> list[int] | None:
-    if nodes is None:
-        return None
-    bad = [n for n in nodes if not _is_int(n)]
-    if bad:
-        check._bad("placements.wrong_type", "nodes", f"node ids must be integers (got {bad[:3]})")
-        return None
-    return list(nodes)
-
-
-def _replicas(check: _Checker, replicas: list | None) -> list[list[dict[str, int]]] | None:
-    if replicas is None:
-        return None
-    result: list[list[dict[str, int]]] = []
-    for r, replica in enumerate(replicas):
-        if not isinstance(replica, dict) or not isinstance(replica.get("stages"), list):
-            got = "no 'stages' list" if isinstance(replica, dict) else _type_name(replica)
-            check._bad(
-                "placements.wrong_type",
-                f"replicas[{r}]",
-                f"expected {{'stages': [...]}}, got {got}",
-            )
-            continue
-        if not replica["stages"]:
-            check._bad("placements.coverage", f"replicas[{r}].stages", "a replica needs stages")
-            continue
-        stages = []
-        for k, stage in enumerate(replica["stages"]):
-            where = f"replicas[{r}].stages[{k}]"
-            if not isinstance(stage, dict):
-                check._bad("placements.wrong_type", where, f"expected an object, got {stage!r:.40}")
-                continue
-            inner = _Checker(check.problems, f"{check.where}{where}, ", stage)
-            values = {key: inner.get(key, "int") for key in ("node", "layer_start", "layer_end")}
-            if inner.ok:
-                stages.append(values)
-            else:
-                check.ok = False
-        result.append(stages)
-    return result if check.ok else None
