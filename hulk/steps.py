@@ -103,10 +103,12 @@ def _fleet(s: Settings) -> list[str]:
 
 
 def _keys(*names: str) -> Metrics:
+    """Metrics: these values of the step's summary."""
     return lambda settings, result: {name: result.summary[name] for name in names}
 
 
 def _all_but(*names: str) -> Metrics:
+    """Metrics: the step's summary without these values (run ids, wall-clock seconds)."""
     return lambda settings, result: {k: v for k, v in result.summary.items() if k not in names}
 
 
