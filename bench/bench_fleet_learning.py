@@ -8,7 +8,10 @@ fleet's samples, none of them among the labels — with
 
 * the teacher (the nightly search, `assign.strategy: teacher`): the reference makespan;
 * the prior alone (the model before the fine-tune);
-* the champion after the night (the fine-tuned model, promoted on the first night);
+* the champion after the night (the fine-tuned model, promoted on the first night), as
+  assignment runs it (``tuned``) and without the refining search from its plans
+  (``unrefined``: `assign.gnn_refine_evaluations: 0`), so that what the model learnt and what
+  the search adds are both visible;
 
 and prints, per family, the GNN makespan / teacher makespan of each model's own plans (a mix
 whose plan the quick check would reject still counts with its own plan's makespan; the number
@@ -183,7 +186,7 @@ def _gnn_makespan(model, jobs, settings: Settings, inventory, links, fleet, site
     decision = gnn_decide(jobs, fleet, proba, order, settings, sites=sites)
     times = [cost.iteration_s for _, cost in decision.plans.values()]
     makespan = max(times) if times else math.inf
-    return makespan, decision.fallback_reason is not None, len(decision.plans)
+    return makespan, decision.fallback_reason is not None, len(decision.plans), decision.seconds
 
 
 def _evaluate(settings: Settings, mixes: list[list], seed: int) -> dict:
@@ -202,6 +205,9 @@ def _evaluate(settings: Settings, mixes: list[list], seed: int) -> dict:
     prior = model_from_state(*load_prior(settings))
     state, config, info = load_model_files(settings)
     tuned = model_from_state(config, state)
+    unrefined = settings.model_copy(
+        update={"assign": settings.assign.model_copy(update={"gnn_refine_evaluations": 0})}
+    )
     rows = []
     for jobs in mixes:
         started = time.perf_counter()
@@ -211,14 +217,19 @@ def _evaluate(settings: Settings, mixes: list[list], seed: int) -> dict:
         teacher_placed = sum(p.status == "placed" for p in placed)
         row = {"jobs": len(jobs), "teacher_s": teacher_s}
         with deterministic_torch(seed, settings.train.threads):
-            for name, model in (("prior", prior), ("tuned", tuned)):
-                makespan, rejected, count = _gnn_makespan(
-                    model, jobs, settings, inventory, links, fleet, sites
+            for name, model, options in (
+                ("prior", prior, settings),
+                ("unrefined", tuned, unrefined),
+                ("tuned", tuned, settings),
+            ):
+                makespan, rejected, count, seconds = _gnn_makespan(
+                    model, jobs, options, inventory, links, fleet, sites
                 )
                 # A plan that leaves a job waiting which the teacher runs is not comparable
                 # by makespan (the waiting job is not in it): it fails outright.
                 row[name] = makespan / teacher if count >= teacher_placed else math.inf
                 row[f"{name}_rejected"] = rejected
+                row[f"{name}_s"] = seconds
         rows.append(row)
     return {"rows": rows, "champion": info.version}
 
@@ -271,7 +282,8 @@ def main() -> int:
     chosen = args.families or list(families)
     header = (
         f"{'family':<18}{'machines':>9}{'mixes':>6}{'prior mean':>11}{'max':>7}"
-        f"{'tuned mean':>11}{'max':>7}{'checks':>7}{'labels':>8}{'night s':>8}  verdict"
+        f"{'unrefined':>10}{'max':>7}{'tuned mean':>11}{'max':>7}{'checks':>7}{'labels':>8}"
+        f"{'night s':>8}  verdict"
     )
     lines = []
     verdicts = []
@@ -287,12 +299,14 @@ def main() -> int:
         result = _evaluate(settings, mixes, seed)
         rows = result["rows"]
         prior_r = [r["prior"] for r in rows]
+        unrefined_r = [r["unrefined"] for r in rows]
         tuned_r = [r["tuned"] for r in rows]
         ok = float(np.mean(tuned_r)) <= MEAN_TARGET and max(tuned_r) <= EACH_TARGET
         verdicts.append(ok)
         machines = len(pd.read_csv(settings.data_dir / schemas.INVENTORY_FILE))
         line = (
             f"{name:<18}{machines:>9}{len(rows):>6}{np.mean(prior_r):>11.3f}{max(prior_r):>7.3f}"
+            f"{np.mean(unrefined_r):>10.3f}{max(unrefined_r):>7.3f}"
             f"{np.mean(tuned_r):>11.3f}{max(tuned_r):>7.3f}"
             f"{sum(r['tuned_rejected'] for r in rows):>7}"
             f"{night['labels']['labelled']:>8}{night_s:>8.0f}  {'PASS' if ok else 'FAIL'}"
@@ -300,9 +314,14 @@ def main() -> int:
         lines.append(line)
         print(line, flush=True)
         print(
-            "    per mix (jobs: prior / tuned): "
-            + ", ".join(f"{r['jobs']}: {r['prior']:.3f}/{r['tuned']:.3f}" for r in rows),
-            f"| start {night['train']['start']}, gate {night['train']['decision']}",
+            "    per mix (jobs: prior / unrefined / tuned): "
+            + ", ".join(
+                f"{r['jobs']}: {r['prior']:.3f}/{r['unrefined']:.3f}/{r['tuned']:.3f}" for r in rows
+            ),
+            f"| start {night['train']['start']}, gate {night['train']['decision']}"
+            f"| decision s: teacher {np.mean([r['teacher_s'] for r in rows]):.2f}, tuned "
+            f"{np.mean([r['tuned_s'] for r in rows]):.2f} (unrefined "
+            f"{np.mean([r['unrefined_s'] for r in rows]):.2f}) per mix",
             flush=True,
         )
     print()

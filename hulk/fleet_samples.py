@@ -249,7 +249,9 @@ def _variant_machines(
         active = ids[(inventory["status"] == schemas.STATUS_ACTIVE).to_numpy(bool)]
         share = _uniform(rng, fs.drained_fraction.low, fs.drained_fraction.high)
         count = min(max(1, round(share * len(active))), max(len(active) - 1, 0))
-        chosen = rng.choice(active, size=count, replace=False) if count else []
+        if not count:
+            return (), ()
+        chosen = rng.choice(active, size=count, replace=False)
         return (), tuple(sorted(int(i) for i in chosen))
     return (), ()
 

@@ -1,7 +1,7 @@
 """The GNN strategy: the model classifies machines, Algorithm 1 forms groups, the planner lays out.
 
 1. The model gives each machine a probability per job of the mix (size order) and for idle.
-2. Jobs are placed one at a time, largest first. For each, `hulk.algorithm1.candidate_pools`
+2. Jobs are placed one at a time, largest first. For each, `hulk.candidate_pools.candidate_pools`
    proposes a few pools of free machines (the machines the model gives the job, with some
    slack, and regions of the sites where its probability mass lies, each cut to the planner's
    search width); `hulk.planner.plan_job` lays the job out on each (replicas, pipeline order,
@@ -27,7 +27,16 @@
    rest. On a large one the idle machines are too many to search at once, and the job's
    candidate pools already drew on them (measured: no gain at 1,000 machines, a third of the
    GNN's time).
-4. A quick check guards the result: a mix whose makespan (jobs side by side) exceeds
+4. On a fleet of up to twice `planner.max_pool` active machines, a short local search starts
+   from these plans (`hulk.teacher.refine`: the teacher's moves, at most
+   `assign.gnn_refine_evaluations` assignments, a share `assign.gnn_refine_guided` of the
+   slowest job's moves drawing machines by the model's probabilities) and its result is kept
+   when it is faster. Greedy pools place each job as fast as it can be, largest first; where
+   two large jobs compete for the same sites, moving machines between them is what balances
+   the makespan, and on such a fleet a hundred evaluations cost a fraction of a second
+   (measured: bench/README.md). On a large fleet it is not run: each evaluation re-plans
+   whole groups, and the speed target there leaves no room for it.
+5. A quick check guards the result: a mix whose makespan (jobs side by side) exceeds
    `assign.gnn_fallback_ratio` × the time of running the jobs one after another under the best
    of Systems A, B and C (`hulk.baselines.best_baseline_seconds`) is clearly wrong; then the
    caller uses the teacher's placements instead, and the reason goes into the placements file.
@@ -59,7 +68,7 @@ from hulk.jobs import GB, Job
 from hulk.placements import JobPlacement
 from hulk.planner import layer_capacity, plan_job, site_labels
 from hulk.settings import PlannerSettings, Settings
-from hulk.teacher import never_fits
+from hulk.teacher import never_fits, refine
 
 
 @dataclass(frozen=True)
@@ -73,6 +82,7 @@ class GnnDecision:
     grouping_s: float  # Algorithm 1's candidate pools
     planner_s: float  # the stage planner on them (idle offers included)
     check_s: float  # the quick check's reference (best baselines)
+    refine_s: float = 0.0  # the search from the model's groups (small fleets)
 
 
 @dataclass(frozen=True)
@@ -91,16 +101,19 @@ def gnn_decide(
     order: Sequence[int],
     settings: Settings,
     sites: np.ndarray | None = None,
+    seed: int | None = None,
 ) -> GnnDecision:
     """Plans from class probabilities [n, J + 1] (class k = jobs[order[k]], J = idle).
 
     `sites` (`hulk.planner.site_labels` of the fleet) may be passed when it is already known.
+    `seed` (default `settings.seed`) seeds the refining search's moves.
     """
+    seed = settings.seed if seed is None else seed
     started = time.perf_counter()
     impossible = never_fits(list(jobs), fleet)
     if impossible:
-        index, reason = next(iter(impossible.items()))
-        raise InputError(None, "jobs.never_fits", f"job {jobs[index].name}: {reason}")
+        index, why = next(iter(impossible.items()))
+        raise InputError(None, "jobs.never_fits", f"job {jobs[index].name}: {why}")
     if sites is None:
         sites = site_labels(fleet, settings.planner.site_latency_ms)
     favourite = np.asarray(proba).argmax(axis=1)
@@ -147,7 +160,8 @@ def gnn_decide(
     # pools rarely starve a job, and a full search per group costs more than the whole
     # decision (measured: 55x -> 28x the teacher's speed at 1,000 machines).
     grouped = None
-    if queued or int(fleet.active.sum()) <= 2 * settings.planner.max_pool:
+    small = int(fleet.active.sum()) <= 2 * settings.planner.max_pool
+    if queued or small:
         with _timed(spent, "planner"):
             grouped = _group_plans(jobs, fleet, proba, order, planner)
     if grouped is not None and _better(grouped, plans):
@@ -172,6 +186,10 @@ def gnn_decide(
         free[list(found[0].nodes)] = False
         plans[worst] = found
 
+    if plans and settings.assign.gnn_refine_evaluations > 0 and small:
+        with _timed(spent, "refine"):
+            plans = _refined(jobs, fleet, proba, order, plans, settings, seed)
+
     with _timed(spent, "check"):
         reason = _quick_check(jobs, fleet, plans, settings.assign.gnn_fallback_ratio, sites)
     return GnnDecision(
@@ -182,6 +200,7 @@ def gnn_decide(
         spent.get("grouping", 0.0),
         spent.get("planner", 0.0),
         spent.get("check", 0.0),
+        spent.get("refine", 0.0),
     )
 
 
@@ -192,9 +211,10 @@ def gnn_placements(
     order: Sequence[int],
     settings: Settings,
     sites: np.ndarray | None = None,
+    seed: int | None = None,
 ) -> GnnOutcome:
     """`gnn_decide`, then the placements file's records (None when the quick check failed)."""
-    decision = gnn_decide(jobs, fleet, proba, order, settings, sites)
+    decision = gnn_decide(jobs, fleet, proba, order, settings, sites, seed)
     if decision.fallback_reason is not None:
         return GnnOutcome(None, decision.fallback_reason, decision)
     placements = []
@@ -232,6 +252,40 @@ def _group_plans(
             return None
         plans[job_index] = (plan, cost)
     return plans
+
+
+def _refined(
+    jobs: Sequence[Job],
+    fleet: Fleet,
+    proba: np.ndarray,
+    order: Sequence[int],
+    plans: dict[int, tuple[Plan, Cost]],
+    settings: Settings,
+    seed: int,
+) -> dict[int, tuple[Plan, Cost]]:
+    """The plans after a short local search from them (`hulk.teacher.refine`, at most
+    `assign.gnn_refine_evaluations` assignments), whose moves on the slowest job draw a share
+    `assign.gnn_refine_guided` of their machines by the model's probabilities; the input
+    plans when the search finds nothing better."""
+    labels = np.full(fleet.n, -1, np.int64)
+    for job_index, (plan, _) in plans.items():
+        labels[list(plan.nodes)] = job_index
+    guide = np.zeros((fleet.n, len(jobs)))
+    for rank, job_index in enumerate(order):
+        guide[:, job_index] = proba[:, rank]
+    options = settings.assign
+    refined = refine(
+        jobs,
+        fleet,
+        labels,
+        settings.teacher,
+        settings.planner,
+        seed,
+        options.gnn_refine_evaluations,
+        guide,
+        options.gnn_refine_guided,
+    )
+    return refined.plans if _better(refined.plans, plans) else plans
 
 
 def _quota_owner(proba: np.ndarray, active: np.ndarray, idle: int) -> np.ndarray:
@@ -327,7 +381,7 @@ def model_placements(
     inputs, order = encode_inputs(inventory, links, jobs, settings, graph=graph)
     with deterministic_torch(seed, settings.train.threads):
         proba = predict_proba(model, inputs).numpy()
-    outcome = gnn_placements(jobs, fleet, proba, order, settings)
+    outcome = gnn_placements(jobs, fleet, proba, order, settings, seed=seed)
     if outcome.placements is None:
         return assign_jobs(list(jobs), fleet, "teacher", settings, seed), outcome.fallback_reason
     return outcome.placements, None

@@ -227,6 +227,12 @@ class AssignSettings(Section):
     gnn_site_candidates: Annotated[int, Field(ge=0)] = 2
     # After every job is placed, the slowest is offered the idle machines up to this many times.
     gnn_idle_rounds: Annotated[int, Field(ge=0)] = 2
+    # On fleets of up to 2 × planner.max_pool active machines, a local search (the teacher's
+    # moves) from the GNN's plans evaluates at most this many assignments (0: none) ...
+    gnn_refine_evaluations: Annotated[int, Field(ge=0)] = 100
+    # ... and this share of its moves on the slowest job draws machines by the model's
+    # probabilities (the rest among the nearest machines, as the teacher's moves do).
+    gnn_refine_guided: Annotated[float, Field(ge=0.0, le=1.0)] = 0.5
     # The planner on the GNN's pools: these `planner:` settings changed. The pools are already
     # near the answer (at most planner.max_pool machines, a site region or the model's group),
     # so a narrower search finds the same plans (bench/bench_gnn.py).

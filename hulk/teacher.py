@@ -46,6 +46,14 @@ a new best the search restarts from the best with `kick_moves` random moves take
 cost (iterated local search). Planner results are cached by (job, machine set), so revisited
 groups cost nothing but their evaluation.
 
+**Refining a given assignment.** `refine` runs the same local search from an assignment
+given to it (the GNN strategy's plans on a small fleet) with its own evaluation budget. It may
+take guide weights (a model's probabilities of each machine serving each job): a share of the
+moves on the slowest job then draw their machine by those weights and move it alone, move its
+whole site (jobs left unable to hold theirs take idle machines and the slowest job's old ones
+instead, so two large jobs can swap sites in one move), or take several machines its owner
+can spare. Without weights the teacher's own search is unchanged, draw for draw.
+
 **Stopping and determinism.** Every assignment whose jobs are (re)planned counts as one
 evaluation, the starting points included. The search stops after `max_evaluations` evaluations
 or, as a safety net, after `time_budget_s` seconds of wall-clock time. Everything else is a
@@ -74,11 +82,12 @@ from hulk.jobs import GB, Job
 from hulk.planner import layer_capacity, plan_job, site_labels
 from hulk.settings import PlannerSettings, TeacherSettings
 
-__all__ = ["TeacherPlacement", "TeacherResult", "never_fits", "teacher_search"]
+__all__ = ["Refined", "TeacherPlacement", "TeacherResult", "never_fits", "refine", "teacher_search"]
 
 PLACED, QUEUED = "placed", "queued"
 IDLE = -1
 _TOLERANCE = 1e-9  # relative: changes smaller than this are no improvement
+_GUIDE_FLOOR = 1e-6  # every machine stays drawable in guided moves, however unlikely
 
 
 @dataclass(frozen=True)
@@ -195,6 +204,10 @@ class _Search:
     evaluations: int = 0
     planner_calls: int = 0
     stopped_by: str = "exhausted"
+    # Model-guided proposals (`refine`): weights [n, jobs] of each machine serving each job,
+    # and the share of the slowest job's moves that draw their machine from them.
+    guide: np.ndarray | None = None
+    guide_share: float = 0.0
     _cache: dict[tuple[int, frozenset[int]], tuple[Plan | None, Cost]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -476,6 +489,10 @@ def _propose(
     With `bias`, the move works on the slowest job with probability `bottleneck_bias`."""
     rng, settings = search.rng, search.settings
     labels = state.labels
+    if search.guide is not None and bias and rng.random() < search.guide_share:
+        guided = _propose_guided(search, state, admitted)
+        if guided is not None:
+            return guided
     if bias and rng.random() < settings.bottleneck_bias:
         times = [state.costs[j].iteration_s for j in admitted]
         b = admitted[int(np.argmax(times))]
@@ -508,6 +525,69 @@ def _propose(
         return new, [b, *owners]
     new[v] = b
     return new, [b, owner]
+
+
+def _propose_guided(
+    search: _Search, state: _State, admitted: Sequence[int]
+) -> tuple[np.ndarray, list[int]] | None:
+    """A move for the slowest job b whose machine v is drawn by the guide's weight of v
+    serving b. In equal shares: v alone moves to b; v's whole site moves to b (its jobs left
+    unable to hold theirs re-homed, `_rehome`); or v's owner
+    hands b several of its machines (1 to all it can spare while still holding its job, the
+    ones the guide likes best for b first) — the compound step single moves cannot make when
+    a fast job holds more machines than it needs and each one alone is worth little to b."""
+    assert search.guide is not None
+    rng, labels = search.rng, state.labels
+    times = [state.costs[j].iteration_s for j in admitted]
+    b = admitted[int(np.argmax(times))]
+    outside = search.active[labels[search.active] != b]
+    if not len(outside):
+        return None
+    weights = search.guide[outside, b] + _GUIDE_FLOOR
+    v = int(outside[int(rng.choice(len(outside), p=weights / weights.sum()))])
+    owner = int(labels[v])
+    new = labels.copy()
+    kind = rng.random()
+    if kind < 1 / 3:
+        new[v] = b
+        return new, [b, owner]
+    if kind < 2 / 3 or owner == IDLE:
+        site = search.site_members[int(search.sites[v])]
+        moved = site[new[site] != b]
+        owners = sorted({int(x) for x in new[moved]} - {IDLE})
+        new[moved] = b
+        _rehome(search, new, b, site, owners)
+        return new, [b, *owners]
+    held = np.flatnonzero(labels == owner)
+    ranked = held[np.argsort(-search.guide[held, b], kind="stable")]
+    spare = 0
+    while spare < len(ranked) - 1 and search.holds(owner, ranked[spare + 1 :]):
+        spare += 1
+    if spare == 0:
+        return None
+    given = ranked[: int(rng.integers(1, spare + 1))]
+    new[given] = b
+    return new, [b, owner]
+
+
+def _rehome(
+    search: _Search, labels: np.ndarray, b: int, site: np.ndarray, evicted: Sequence[int]
+) -> None:
+    """Jobs that lost their site to b and no longer hold their job take, in place, idle
+    machines and b's machines outside that site (b moved), the ones the guide likes best for
+    them first, until they hold it: one move swaps the sites of two large jobs."""
+    assert search.guide is not None
+    for j in evicted:
+        kept = np.flatnonzero(labels == j)
+        if search.holds(j, kept):
+            continue
+        free = search.active[(labels[search.active] == IDLE) | (labels[search.active] == b)]
+        free = np.setdiff1d(free, site)
+        ranked = free[np.argsort(-search.guide[free, j], kind="stable")]
+        for count in range(1, len(ranked) + 1):
+            if search.holds(j, np.concatenate([kept, ranked[:count]])):
+                labels[ranked[:count]] = j
+                break
 
 
 def _local_search(search: _Search, state: _State, admitted: Sequence[int]) -> _State:
@@ -583,6 +663,53 @@ def teacher_search(
     if best is not None and search.stopped_by == "exhausted":
         best = _local_search(search, best, admitted)
     return _result(search, jobs, admitted, best, start_name)
+
+
+@dataclass(frozen=True)
+class Refined:
+    """`refine`'s result: each placed job's (plan, cost), by job index, and what it took."""
+
+    plans: dict[int, tuple[Plan, Cost]]
+    evaluations: int
+    seconds: float
+
+
+def refine(
+    jobs: Sequence[Job],
+    fleet: Fleet,
+    labels: np.ndarray,
+    settings: TeacherSettings,
+    planner: PlannerSettings,
+    seed: int,
+    max_evaluations: int,
+    guide: np.ndarray | None = None,
+    guide_share: float = 0.0,
+) -> Refined:
+    """The local search (module docstring) from a given assignment instead of the starts.
+
+    `labels` (job index per machine, −1 idle) must give every job it names a group that
+    holds it; those jobs stay placed, the others stay out. At most `max_evaluations`
+    assignments are evaluated (the given one included). With `guide` ([n, len(jobs)]
+    weights of each machine serving each job, e.g. a model's probabilities), a share
+    `guide_share` of the moves on the slowest job draw their machine by those weights instead
+    of among the nearest ones: a search that starts from a model's answer looks where the
+    model looks. Deterministic for the same inputs and seed.
+    """
+    started = time.perf_counter()
+    budget = settings.model_copy(update={"max_evaluations": max(int(max_evaluations), 1)})
+    search = _Search(list(jobs), fleet, budget, planner, np.random.default_rng(seed), started)
+    search.guide, search.guide_share = guide, guide_share
+    admitted = sorted({int(j) for j in labels[search.active] if j != IDLE})
+    state = search.evaluate(np.asarray(labels, np.int64).copy(), admitted, force=True)
+    state = search.release_unused(state, admitted)
+    if state.key(admitted)[0] == 0 and max_evaluations > 1:
+        state = _local_search(search, state, admitted)
+    plans = {
+        j: (plan, state.costs[j])
+        for j in admitted
+        if (plan := state.plans.get(j)) is not None and state.costs[j].feasible
+    }
+    return Refined(plans, search.evaluations, time.perf_counter() - started)
 
 
 def _best_start(search: _Search, admitted: list[int]) -> tuple[_State | None, str]:

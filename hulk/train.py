@@ -169,8 +169,8 @@ def _evaluate(model: HulkGNN, data: Sequence[Data], idle_weight: float) -> tuple
             counted += count
     finally:
         model.train(was_training)
-    loss = loss_sum / weight_sum if weight_sum else math.nan
-    return loss, (correct / counted if counted else math.nan)
+    mean_loss = loss_sum / weight_sum if weight_sum else math.nan
+    return mean_loss, (correct / counted if counted else math.nan)
 
 
 def node_accuracy(model: HulkGNN, samples: Sequence[Mapping[str, Any]]) -> float:
@@ -183,18 +183,18 @@ def deterministic_torch(seed: int, threads: int) -> Iterator[None]:
     """Seeded, deterministic, fixed-thread torch on CPU; global torch state restored after."""
     threads_before = torch.get_num_threads()
     deterministic_before = torch.are_deterministic_algorithms_enabled()
-    fill_before = torch.utils.deterministic.fill_uninitialized_memory
+    fill_before = torch.utils.deterministic.fill_uninitialized_memory  # type: ignore[attr-defined]
     torch.set_num_threads(threads)
     torch.use_deterministic_algorithms(True)
     # Filling every new tensor with NaN (a debugging aid of deterministic mode) costs time and
     # changes no result: nothing here reads memory it has not written.
-    torch.utils.deterministic.fill_uninitialized_memory = False
+    torch.utils.deterministic.fill_uninitialized_memory = False  # type: ignore[attr-defined]
     try:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             yield
     finally:
-        torch.utils.deterministic.fill_uninitialized_memory = fill_before
+        torch.utils.deterministic.fill_uninitialized_memory = fill_before  # type: ignore[attr-defined]
         torch.use_deterministic_algorithms(deterministic_before)
         torch.set_num_threads(threads_before)
 

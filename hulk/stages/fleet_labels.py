@@ -27,8 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from hulk import fileio as io
-from hulk import schemas
+from hulk import fileio, schemas
 from hulk.errors import InputError
 from hulk.findings import Finding
 from hulk.fleet_labels import LabelCache, frame_digest, label_key, label_sample
@@ -79,13 +78,13 @@ def link_snapshots(
 ) -> list[LinkSnapshot]:
     """Tonight's link snapshots: log blocks, or drifted copies of an imported link table."""
     if not has_logs(data_dir):
-        held_out = LinkSnapshot("links", links, held_out=True)
-        return [*drift_snapshots(links, settings.fleet_samples, settings.seed), held_out]
-    from hulk.data_folder import validated_quarantine as _validated_quarantine
+        imported = LinkSnapshot("links", links, held_out=True)
+        return [*drift_snapshots(links, settings.fleet_samples, settings.seed), imported]
+    from hulk.data_folder import validated_quarantine
     from hulk.ingest import link_stats, window_end_for
 
     logs_dir = data_dir / schemas.LOGS_DIR
-    quarantine = _validated_quarantine(logs_dir, data_dir / schemas.INVENTORY_FILE, data_dir)
+    quarantine = validated_quarantine(logs_dir, data_dir / schemas.INVENTORY_FILE, data_dir)
     if quarantine is None:
         raise InputError(
             data_dir / schemas.VALIDATION_DIR,
@@ -198,21 +197,21 @@ def fleet_labels(
     snapshots_dir.mkdir(parents=True, exist_ok=True)
     for name, file in files.items():
         if not (snapshots_dir / file).exists():  # named by content: an existing one is equal
-            io.write_parquet(snapshots_dir / file, by_name[name].links)
+            fileio.write_parquet(snapshots_dir / file, by_name[name].links)
     for stale in snapshots_dir.glob("*.parquet"):
         if stale.name not in files.values():
             stale.unlink()
-    io.write_text(cache_file, cache.to_text(keep=sorted(set(keys))))
+    fileio.write_text(cache_file, cache.to_text(keep=sorted(set(keys))))
     index = {
         "format": 1,
-        "inventory_sha256": io.sha256_file(data_dir / schemas.INVENTORY_FILE),
+        "inventory_sha256": fileio.sha256_file(data_dir / schemas.INVENTORY_FILE),
         "source": "logs" if has_logs(data_dir) else "link table",
         "samples": [
             {**sample.to_dict(), "key": key, "snapshot_file": files[sample.snapshot]}
             for sample, key in zip(samples, keys, strict=True)
         ],
     }
-    io.write_text(out / SAMPLES_FILE, json.dumps(index, indent=1, sort_keys=True) + "\n")
+    fileio.write_text(out / SAMPLES_FILE, json.dumps(index, indent=1, sort_keys=True) + "\n")
     return FleetLabelsOutcome(
         samples=samples,
         keys=keys,
@@ -278,7 +277,7 @@ def load_labelled(data_dir: Path, settings: Settings) -> list[LabelledSample]:
         raise InputError(index_file, "labels.exists", "no fleet samples: run `hulk stage labels`")
     index = json.loads(index_file.read_text(encoding="utf-8"))
     inventory_file = data_dir / schemas.INVENTORY_FILE
-    if index.get("inventory_sha256") != io.sha256_file(inventory_file):
+    if index.get("inventory_sha256") != fileio.sha256_file(inventory_file):
         raise InputError(
             index_file,
             "labels.stale",

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hulk import fileio as io
+from hulk import fileio
 from hulk.data_folder import LEARNING_CURVE_CSV, load_fleet, model_graph
 from hulk.settings import Settings
 from hulk.stages import StepResult
@@ -161,7 +161,7 @@ def finetune(data_dir: Path, settings: Settings, seed: int | None = None) -> Ste
     plots_dir.mkdir(parents=True, exist_ok=True)
     curve = learning_curve_plot(history, plots_dir / "learning_curves.png")
     curve_data = plots_dir / LEARNING_CURVE_CSV
-    io.write_csv(curve_data, pd.DataFrame(history))
+    fileio.write_csv(curve_data, pd.DataFrame(history))
     artifacts = {"plots/learning_curves.png": curve}
     upcoming = [s for s in fleet_eval if s.variant == "upcoming"]
     if upcoming:
@@ -272,6 +272,6 @@ def learning_curve_plot(history: list[dict], path: Path) -> Path:
     accuracy.set(xlabel="epoch", ylabel="node accuracy", title="accuracy", ylim=(0, 1))
     loss.legend()
     figure.tight_layout()
-    with io.atomic_path(path) as tmp:
+    with fileio.atomic_path(path) as tmp:
         figure.savefig(tmp, format="png", dpi=110)
     return path

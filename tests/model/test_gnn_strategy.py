@@ -117,6 +117,7 @@ def test_idle_machines_are_offered_to_the_slowest_job(settings: Settings) -> Non
             "gnn_group_slack": 1.0,
             "gnn_site_candidates": 0,
             "gnn_idle_rounds": rounds,
+            "gnn_refine_evaluations": 0,  # the offers alone
             "gnn_fallback_ratio": 100.0,  # B over all four would beat two machines
         }
         changed = settings.model_copy(
@@ -179,3 +180,39 @@ def test_identical_machines_are_shared_as_the_probabilities_say() -> None:
     # Confident probabilities: the quotas are the most likely classes.
     sure = np.eye(3)[[0, 0, 1, 2, 2]]
     assert _quota_owner(sure, np.ones(5, bool), idle=2).tolist() == [0, 0, 1, 2, 2]
+
+
+def test_the_refining_search_rebalances_jobs_the_greedy_pools_starve(settings: Settings) -> None:
+    # Four machines of 100 GB: 0, 1 fast, 2, 3 slow, all close. The model gives "big" the
+    # fast pair and "mid" the slow one: "mid" then sets a makespan 90x big's time. The search
+    # from there finds the faster makespan that gives each job one fast machine.
+    near = {(i, j): NEAR for i in range(4) for j in range(i + 1, 4)}
+    mixed = fleet_of([1e15, 1e15, 1e13, 1e13], [100.0] * 4, near)
+    mid = Job("mid", 9, 8, 1024, 512, 64, 4)  # 144 GB: two machines
+    proba = np.array([[0.9, 0.1, 0.0]] * 2 + [[0.1, 0.9, 0.0]] * 2)
+
+    def decide(evaluations: int):
+        options = {"gnn_refine_evaluations": evaluations, "gnn_fallback_ratio": 100.0}
+        changed = settings.model_copy(update={"assign": settings.assign.model_copy(update=options)})
+        from hulk.gnn import gnn_decide
+
+        return gnn_decide([BIG, mid], mixed, proba, [0, 1], changed)
+
+    greedy, refined = decide(0), decide(100)
+    makespan = {
+        name: max(cost.iteration_s for _, cost in d.plans.values())
+        for name, d in (("greedy", greedy), ("refined", refined))
+    }
+    assert len(refined.plans) == 2
+    assert makespan["refined"] < makespan["greedy"] * 0.9
+    assert {len(set(plan.nodes) & {0, 1}) for plan, _ in refined.plans.values()} == {1}
+    assert refined.refine_s > 0 and greedy.refine_s == 0
+    # The search runs on small fleets only: with a planner search narrower than the fleet's
+    # half, the greedy plans stand.
+    narrow = settings.model_copy(
+        update={"planner": settings.planner.model_copy(update={"max_pool": 1})}
+    )
+    from hulk.gnn import gnn_decide
+
+    untouched = gnn_decide([BIG, mid], mixed, proba, [0, 1], narrow)
+    assert untouched.refine_s == 0

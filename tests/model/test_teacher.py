@@ -13,7 +13,7 @@ from hulk.errors import InputError
 from hulk.importer import import_hulk
 from hulk.jobs import PAPER_MIX_4, Job, preset_jobs
 from hulk.settings import PlannerSettings, Settings, TeacherSettings
-from hulk.teacher import IDLE, TeacherResult, never_fits, teacher_search
+from hulk.teacher import IDLE, TeacherResult, never_fits, refine, teacher_search
 
 PLANNER = PlannerSettings()
 FAST = TeacherSettings(max_evaluations=150, random_starts=1)
@@ -156,3 +156,62 @@ def test_teacher_beats_the_baselines_on_the_paper_fleet(hulk47: Path) -> None:
         assert placement.cost.iteration_s <= best, placement.job.name
         sequential += best
     assert result.makespan_s * 4 <= sequential
+
+
+def _makespan(plans: dict) -> float:
+    return max(cost.iteration_s for _, cost in plans.values())
+
+
+def test_refine_improves_a_poor_assignment_within_its_budget() -> None:
+    # Both jobs spread over three cities, each pipeline crossing slow links: the search from
+    # there keeps both jobs placed, never gets slower and stays within its evaluations.
+    fleet = city_fleet()
+    jobs = [BIG, Job("mid", 0.2, 8, 1000, 1000, 64, 2)]
+    poor = np.array([0, 1, 1, 0, 1, 0, 0, 1, 0, 1, 1, 0])
+    start = refine(jobs, fleet, poor, FAST, PLANNER, seed=5, max_evaluations=1)
+    assert start.evaluations == 1 and set(start.plans) == {0, 1}
+    refined = refine(jobs, fleet, poor, FAST, PLANNER, seed=5, max_evaluations=60)
+    assert refined.evaluations <= 60 and set(refined.plans) == {0, 1}
+    assert _makespan(refined.plans) < _makespan(start.plans) * 0.9
+    used = [set(plan.nodes) for plan, _ in refined.plans.values()]
+    assert not used[0] & used[1]
+    again = refine(jobs, fleet, poor, FAST, PLANNER, seed=5, max_evaluations=60)
+    assert again.plans == refined.plans  # deterministic for a seed
+
+
+def test_guided_moves_follow_the_weights() -> None:
+    # One job on the slow machines of city 0; the weights point at city 2's machines. Fully
+    # guided, the search moves it there (whole sites or single machines) and never into
+    # city 1, which the weights rule out.
+    fleet = city_fleet()
+    job = Job("mid", 0.2, 8, 1000, 1000, 64, 2)
+    start = np.full(fleet.n, IDLE)
+    start[[1, 2, 3]] = 0
+    weights = np.zeros((fleet.n, 1))
+    weights[8:12, 0] = 1.0
+    refined = refine([job], fleet, start, FAST, PLANNER, 2, 40, weights, guide_share=1.0)
+    nodes = set(refined.plans[0][0].nodes)
+    assert not nodes & {4, 5, 6, 7}
+    assert nodes & {8, 9, 10, 11}
+
+
+def test_a_guided_site_move_rehomes_the_job_it_evicts() -> None:
+    # "mid" holds all of city 0; "big" is split over cities 1 and 2 (slow links between them).
+    # Big taking city 0 leaves mid nothing; re-homed on big's old machines the guide prefers
+    # for it (city 1), the two jobs swap places in one move and each runs inside one city.
+    fleet = city_fleet()
+    mid = Job("mid", 0.2, 8, 1000, 1000, 64, 2)
+    start = np.full(fleet.n, IDLE)
+    start[[0, 1, 2, 3]] = 1
+    start[[4, 5, 8, 9]] = 0
+    weights = np.zeros((fleet.n, 2))
+    weights[0:4, 0] = 1.0  # big: city 0
+    weights[4:8, 1] = 1.0  # mid: city 1
+    before = refine([BIG, mid], fleet, start, FAST, PLANNER, 4, 1)
+    after = refine([BIG, mid], fleet, start, FAST, PLANNER, 4, 30, weights, guide_share=1.0)
+    city = np.arange(fleet.n) // 4
+    assert set(after.plans) == {0, 1}
+    for plan, _ in after.plans.values():
+        assert len({int(city[n]) for n in plan.nodes}) == 1
+    assert set(after.plans[0][0].nodes) <= {0, 1, 2, 3}
+    assert _makespan(after.plans) < _makespan(before.plans)
