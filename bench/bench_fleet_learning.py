@@ -147,8 +147,8 @@ def _night(settings: Settings, workers: int) -> dict:
     context = multiprocessing.get_context("spawn")
     steps.run("graph", settings)
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        labels = steps.run("labels", settings, map_labels=pool.map).summary
-    train = steps.run("train", settings).summary
+        labels = steps.run("labels", settings, map_labels=pool.map).summary.to_dict()
+    train = steps.run("train", settings).summary.to_dict()
     return {"labels": labels, "train": train}
 
 
@@ -256,10 +256,10 @@ def main() -> int:
     built = pipeline.corpus(base, seed, workers=args.workers)
     from hulk.stages import prior
 
-    prior_record = prior.run(base).summary
+    prior_summary = prior.run(base).summary
     print(
-        f"corpus {'reused' if built.summary['reused'] else 'built'}, prior "
-        f"{'reused' if prior_record['reused'] else 'trained'} "
+        f"corpus {'reused' if built.summary.reused else 'built'}, prior "
+        f"{'reused' if prior_summary.reused else 'trained'} "
         f"({time.perf_counter() - started:.0f} s)",
         flush=True,
     )

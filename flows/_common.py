@@ -11,6 +11,7 @@ from typing import Any
 
 from hulk.errors import HulkError
 from hulk.settings import FlowsSettings, Settings, load_settings
+from hulk.stages import Summary
 
 # Prefect's server writes telemetry at start (and may log a "database is locked" traceback).
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -62,9 +63,9 @@ def dask_runner(settings: FlowsSettings) -> Any:
     )
 
 
-def brief(summary: dict[str, Any]) -> dict[str, Any]:
+def brief(summary: Summary) -> dict[str, Any]:
     """A step summary without its long lists (what the flow returns and logs)."""
-    return {k: v for k, v in summary.items() if not isinstance(v, list | dict)}
+    return {k: v for k, v in summary.to_dict().items() if not isinstance(v, list | dict)}
 
 
 @contextmanager

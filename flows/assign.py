@@ -21,15 +21,16 @@ from prefect.cache_policies import NO_CACHE
 from flows._common import brief, flow_settings, retry_options
 from hulk import registry, steps
 from hulk.settings import Settings
+from hulk.stages import StepResult
+from hulk.stages.assign import AssignSummary
 
 ARTIFACT_KEY = "placements"  # the table artifact; the markdown one is ARTIFACT_KEY-report
 
 
 @task(name="assign", cache_policy=NO_CACHE)
-def publish(settings: Settings) -> dict[str, Any]:
+def publish(settings: Settings) -> StepResult[AssignSummary]:
     """Place the jobs and publish latest.json (hulk.steps.run("assign"))."""
-    result = steps.run("assign", settings)
-    return {**result.summary, "outputs": {k: str(v) for k, v in result.outputs.items()}}
+    return steps.run("assign", settings)
 
 
 @task(name="log-placements-to-mlflow", cache_policy=NO_CACHE)
@@ -47,8 +48,8 @@ def assign_flow(params: str = "params.yaml", data_dir: str | None = None) -> dic
     settings = flow_settings(params, data_dir)
     logger = get_run_logger()
     retry = retry_options(settings.flows, retried=True)
-    summary = publish.with_options(**retry)(settings)
-    placements = summary["outputs"]["placements"]
+    published = publish.with_options(**retry)(settings)
+    placements = str(published.outputs["placements"])
     doc = json.loads(Path(placements).read_text(encoding="utf-8"))
     markdown = steps.placements_markdown(doc)
     table = create_table_artifact(
@@ -59,9 +60,9 @@ def assign_flow(params: str = "params.yaml", data_dir: str | None = None) -> dic
     )
     report = create_markdown_artifact(markdown, key=f"{ARTIFACT_KEY}-report")
     mlflow_run = log_to_mlflow.with_options(**retry)(settings, placements, markdown)
-    logger.info("published %s (latest: %s)", placements, summary["outputs"]["latest"])
+    logger.info("published %s (latest: %s)", placements, published.outputs["latest"])
     return {
-        **brief(summary),
+        **brief(published.summary),
         "placements": placements,
         "mlflow_run_id": mlflow_run,
         "artifacts": {"table": str(table), "report": str(report)},

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich import box
@@ -29,6 +29,10 @@ from hulk import steps
 from hulk.errors import HulkError, InputError
 from hulk.settings import DEFAULT_PARAMS, Settings, load_settings
 from hulk.stages import StepResult
+
+if TYPE_CHECKING:
+    from hulk.stages.assign import AssignSummary
+    from hulk.stages.evaluate import EvaluateSummary
 
 app = typer.Typer(
     help="Hulk: place large training jobs on a geo-distributed GPU fleet.",
@@ -93,11 +97,14 @@ def progress_bar(label: str) -> Iterator[Callable[[int, int], None]]:
         yield update
 
 
-def report(result: StepResult, title: str, started: float) -> None:
+def report(
+    result: StepResult[Any], title: str, started: float, figures: dict[str, Any] | None = None
+) -> None:
+    """Warnings, a done line, then the figures (default: the step's summary) and outputs."""
     for finding in result.warnings:
         err.print(f"[yellow]{escape(finding.render())}[/yellow]")
     out.print(f"[green]✓[/green] {title} ({time.perf_counter() - started:.1f} s)")
-    for key, value in result.summary.items():
+    for key, value in (result.summary.to_dict() if figures is None else figures).items():
         if not isinstance(value, dict):
             out.print(f"    {key}: {escape(str(value))}")
     for key, path in result.outputs.items():
@@ -298,7 +305,7 @@ def stage(
             result = steps.run(name, settings, progress=bar)
     else:
         result = steps.run(name, settings)
-    report(_brief(result), name, started)
+    report(result, name, started, _brief(result))
 
 
 @app.command("dvc-yaml")
@@ -359,14 +366,14 @@ def train(
     labels = steps.run("labels", settings)
     result = steps.run("train", settings, seed=seed)
     result.findings = labels.findings + result.findings
-    result.summary = {
-        "corpus_reused": built.summary["reused"],
-        "prior_reused": prior.summary["reused"],
-        "labels_cached": labels.summary["cached"],
-        "labels_labelled": labels.summary["labelled"],
-        **result.summary,
+    figures = {
+        "corpus_reused": built.summary.reused,
+        "prior_reused": prior.summary.reused,
+        "labels_cached": labels.summary.cached,
+        "labels_labelled": labels.summary.labelled,
+        **result.summary.to_dict(),
     }
-    report(result, "trained", started)
+    report(result, "trained", started, figures)
     out.print(f"    compare versions: {escape(ui_command(settings))}")
 
 
@@ -422,10 +429,9 @@ def _reasons(rows: list[dict]) -> None:
             out.print(f"  {escape(row['job'])}: {escape(row['reason'])}")
 
 
-def _brief(result: StepResult) -> StepResult:
-    """The result with only its one-line summary values (tables are printed separately)."""
-    summary = {k: v for k, v in result.summary.items() if not isinstance(v, list | dict)}
-    return StepResult(result.outputs, result.findings, summary)
+def _brief(result: StepResult[Any]) -> dict[str, Any]:
+    """The summary's one-line values (tables are printed separately)."""
+    return {k: v for k, v in result.summary.to_dict().items() if not isinstance(v, list | dict)}
 
 
 def _makespan(value: float | None, schedule: str) -> None:
@@ -463,14 +469,14 @@ def assign(
     _print_assignment(result, started)
 
 
-def _print_assignment(result: StepResult, started: float) -> None:
+def _print_assignment(result: StepResult[AssignSummary], started: float) -> None:
     from hulk.assign import schedule_of
 
     summary = result.summary
-    out.print(_placements_table(summary["jobs"], f"placements ({summary['strategy']})"))
-    _reasons(summary["jobs"])
-    _makespan(summary["makespan_s"], schedule_of(summary["strategy"]))
-    report(_brief(result), "assigned", started)
+    out.print(_placements_table(summary.jobs, f"placements ({summary.strategy})"))
+    _reasons(summary.jobs)
+    _makespan(summary.makespan_s, schedule_of(summary.strategy))
+    report(result, "assigned", started, _brief(result))
 
 
 @app.command()
@@ -496,10 +502,10 @@ def evaluate(
     _print_evaluation(result, file, started)
 
 
-def _print_evaluation(result: StepResult, file: Path, started: float) -> None:
+def _print_evaluation(result: StepResult[EvaluateSummary], file: Path, started: float) -> None:
     summary = result.summary
-    title = f"{file.name}: strategy {summary['strategy']}, {summary['schedule']}"
-    out.print(_placements_table(summary["jobs"], title, times=False))
+    title = f"{file.name}: strategy {summary.strategy}, {summary.schedule}"
+    out.print(_placements_table(summary.jobs, title, times=False))
     table = Table(
         title="seconds per iteration (plan: compute + comm; A, B, C: whole fleet)",
         title_justify="left",
@@ -508,7 +514,7 @@ def _print_evaluation(result: StepResult, file: Path, started: float) -> None:
     table.add_column("job")
     for column in ("plan", "compute", "comm", "bound", "A", "B", "C"):
         table.add_column(column, justify="right")
-    for row in summary["jobs"]:
+    for row in summary.jobs:
         table.add_row(
             escape(row["job"]),
             _seconds(row["iteration_s"]),
@@ -518,9 +524,9 @@ def _print_evaluation(result: StepResult, file: Path, started: float) -> None:
             *(_seconds(row[f"{name}_s"]) for name in "ABC"),
         )
     out.print(table)
-    _reasons(summary["jobs"])
-    _makespan(summary["makespan_s"], summary["schedule"])
-    report(_brief(result), "evaluated", started)
+    _reasons(summary.jobs)
+    _makespan(summary.makespan_s, summary.schedule)
+    report(result, "evaluated", started, _brief(result))
 
 
 def _node_list(text: str | None) -> list[int]:
@@ -580,13 +586,13 @@ def replan(
     )
     summary = result.summary
     moves = Table(
-        title=f"moves (re-planned from {summary['from']})",
+        title=f"moves (re-planned from {summary.replanned_from})",
         title_justify="left",
         box=box.SIMPLE_HEAD,
     )
     for column in ("job", "status", "removed", "added"):
         moves.add_column(column, overflow="fold")
-    for move in summary["moves"]:
+    for move in summary.moves:
         status = move["status_before"]
         if move["status_after"] != status:
             status = f"{status} → {move['status_after']}"
@@ -596,17 +602,17 @@ def replan(
             _id_ranges(move["nodes_removed"]),
             _id_ranges(move["nodes_added"]),
         )
-    if summary["moves"]:
+    if summary.moves:
         out.print(moves)
-        for move in summary["moves"]:
+        for move in summary.moves:
             if move["reason"]:
                 out.print(f"  {escape(move['job'])}: {escape(move['reason'])}")
     else:
         out.print("nothing moved")
-    out.print(_placements_table(summary["jobs"], f"placements ({summary['strategy']})"))
-    _reasons(summary["jobs"])
-    _makespan(summary["makespan_s"], schedule_of(summary["strategy"]))
-    report(_brief(result), "re-planned", started)
+    out.print(_placements_table(summary.jobs, f"placements ({summary.strategy})"))
+    _reasons(summary.jobs)
+    _makespan(summary.makespan_s, schedule_of(summary.strategy))
+    report(result, "re-planned", started, _brief(result))
 
 
 if __name__ == "__main__":

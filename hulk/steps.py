@@ -45,11 +45,14 @@ from hulk.stages import ingest as stage_ingest
 from hulk.stages import prior as stage_prior
 from hulk.stages import train as stage_train
 from hulk.stages import validate as stage_validate
+from hulk.stages.assign import AssignSummary
+from hulk.stages.evaluate import EvaluateSummary
+from hulk.stages.validate import ValidateSummary
 
 METRICS_DIR = "metrics"
 ITERATION_TIMES = "iteration_times.csv"  # evaluate's plot data: job, system, iteration_s
 
-Metrics = Callable[[Settings, StepResult], dict[str, Any]]
+Metrics = Callable[[Settings, StepResult[Any]], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,7 @@ class Step:
     doc: str
     # The stage function: stage(settings, **options), or with `on_data_folder`
     # stage(data_dir, settings, **options) on the settings' data folder.
-    stage: Callable[..., StepResult]
+    stage: Callable[..., StepResult[Any]]
     deps: Callable[[Settings], list[str]]
     outs: Callable[[Settings], list[str]]
     params: tuple[str, ...]  # params.yaml keys read (a section name: the whole section)
@@ -103,16 +106,25 @@ def _fleet(s: Settings) -> list[str]:
 
 
 def _keys(*names: str) -> Metrics:
-    """Metrics: these values of the step's summary."""
-    return lambda settings, result: {name: result.summary[name] for name in names}
+    """Metrics: these values of the step's summary (its `to_dict` keys)."""
+
+    def metrics(settings: Settings, result: StepResult[Any]) -> dict[str, Any]:
+        values = result.summary.to_dict()
+        return {name: values[name] for name in names}
+
+    return metrics
 
 
 def _all_but(*names: str) -> Metrics:
     """Metrics: the step's summary without these values (run ids, wall-clock seconds)."""
-    return lambda settings, result: {k: v for k, v in result.summary.items() if k not in names}
+
+    def metrics(settings: Settings, result: StepResult[Any]) -> dict[str, Any]:
+        return {k: v for k, v in result.summary.to_dict().items() if k not in names}
+
+    return metrics
 
 
-def _validate_metrics(settings: Settings, result: StepResult) -> dict[str, Any]:
+def _validate_metrics(settings: Settings, result: StepResult[ValidateSummary]) -> dict[str, Any]:
     report = json.loads(Path(result.outputs["report"]).read_text())
     counts = report.get("counts", {})
     keys = ("machines", "log_batches", "log_rows", "quarantined_rows", "errors", "warnings")
@@ -122,11 +134,11 @@ def _validate_metrics(settings: Settings, result: StepResult) -> dict[str, Any]:
     }
 
 
-def _assign_metrics(settings: Settings, result: StepResult) -> dict[str, Any]:
-    jobs = result.summary["jobs"]
+def _assign_metrics(settings: Settings, result: StepResult[AssignSummary]) -> dict[str, Any]:
+    jobs = result.summary.jobs
     return {
-        "strategy": result.summary["strategy"],
-        "makespan_s": result.summary["makespan_s"],
+        "strategy": result.summary.strategy,
+        "makespan_s": result.summary.makespan_s,
         "jobs": len(jobs),
         "placed": sum(j["status"] == "placed" for j in jobs),
         "queued": sum(j["status"] == "queued" for j in jobs),
@@ -134,11 +146,11 @@ def _assign_metrics(settings: Settings, result: StepResult) -> dict[str, Any]:
     }
 
 
-def _evaluate_metrics(settings: Settings, result: StepResult) -> dict[str, Any]:
+def _evaluate_metrics(settings: Settings, result: StepResult[EvaluateSummary]) -> dict[str, Any]:
     """Makespan, and per job the plan's iteration time and its speed-up over the best of A/B/C;
     also writes the plot data (job, system, iteration_s)."""
     rows, per_job = [], {}
-    for job in result.summary["jobs"]:
+    for job in result.summary.jobs:
         plan = job["iteration_s"]
         baselines = [job[f"{name}_s"] for name in "ABC" if job[f"{name}_s"] is not None]
         best = min(baselines) if baselines else None
@@ -157,7 +169,7 @@ def _evaluate_metrics(settings: Settings, result: StepResult) -> dict[str, Any]:
                 }
             )
     fileio.write_csv(Path(settings.data_dir) / METRICS_DIR / ITERATION_TIMES, pd.DataFrame(rows))
-    return {"makespan_s": result.summary["makespan_s"], "jobs": per_job}
+    return {"makespan_s": result.summary.makespan_s, "jobs": per_job}
 
 
 STEPS: tuple[Step, ...] = (
@@ -334,7 +346,7 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def run(name: str, settings: Settings, **options: Any) -> StepResult:
+def run(name: str, settings: Settings, **options: Any) -> StepResult[Any]:
     """Run step `name` on the data folder of `settings` and write its metrics.
 
     `options` go to the stage function (``progress``, ``now``; for ``corpus`` also

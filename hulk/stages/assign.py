@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,12 +15,20 @@ import pandas as pd
 from hulk import schemas
 from hulk.data_folder import load_fleet, model_graph
 from hulk.settings import Settings
-from hulk.stages import StepResult
+from hulk.stages import StepResult, Summary
 
 if TYPE_CHECKING:
     from hulk.cost import Fleet
     from hulk.jobs import Job
     from hulk.placements import JobPlacement
+
+
+@dataclass(frozen=True)
+class AssignSummary(Summary):
+    strategy: str
+    run_id: str
+    jobs: list[dict[str, Any]]  # `placement_rows`
+    makespan_s: float | None
 
 
 def run(
@@ -30,7 +39,7 @@ def run(
     out_dir: Path | None = None,
     seed: int | None = None,
     now: dt.datetime | None = None,
-) -> StepResult:
+) -> StepResult[AssignSummary]:
     """Place the jobs of `jobs_file` on the fleet of `data_dir`; write placements atomically.
 
     Defaults from params.yaml (``assign:`` and ``seed``). Every input is read and checked, and
@@ -77,12 +86,12 @@ def run(
     path = pl.write_placements(doc, out_dir)
     return StepResult(
         outputs={"placements": path, "latest": out_dir / pl.LATEST},
-        summary={
-            "strategy": strategy,
-            "run_id": doc["run_id"],
-            "jobs": placement_rows(placed, fleet),
-            "makespan_s": doc["makespan_s"],
-        },
+        summary=AssignSummary(
+            strategy=strategy,
+            run_id=doc["run_id"],
+            jobs=placement_rows(placed, fleet),
+            makespan_s=doc["makespan_s"],
+        ),
     )
 
 

@@ -5,10 +5,27 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from hulk.settings import Settings
-from hulk.stages import Progress, StepResult
+from hulk.stages import Progress, StepResult, Summary
+
+
+@dataclass(frozen=True)
+class CorpusSummary(Summary):
+    reused: bool  # the corpus on disk matched the settings and seed
+    seed: int
+    samples: dict[str, int]  # per part of the corpus (train, val, ...)
+    time_capped: int  # fleets whose search stopped at the time cap
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "reused": self.reused,
+            "seed": self.seed,
+            **{f"{name}_samples": count for name, count in self.samples.items()},
+            "time_capped": self.time_capped,
+        }
 
 
 def corpus_is_current(settings: Settings, seed: int | None = None) -> bool:
@@ -37,7 +54,7 @@ def run(
     progress: Progress = None,
     outcomes: Mapping[int, dict[str, Any]] | None = None,
     seconds: float = 0.0,
-) -> StepResult:
+) -> StepResult[CorpusSummary]:
     """The teacher-labelled training corpus at `settings.corpus.path` (+ its manifest).
 
     Reused while its manifest matches the corpus settings and seed (unless `rebuild`). Else it
@@ -63,10 +80,10 @@ def run(
     counts = built.manifest.get("counts", {})
     return StepResult(
         outputs={"corpus": path, "manifest": corpora.manifest_path(path)},
-        summary={
-            "reused": reused,
-            "seed": seed,
-            **{f"{name}_samples": c.get("samples", 0) for name, c in counts.items()},
-            "time_capped": built.manifest.get("build", {}).get("time_capped", 0),
-        },
+        summary=CorpusSummary(
+            reused=reused,
+            seed=seed,
+            samples={name: c.get("samples", 0) for name, c in counts.items()},
+            time_capped=built.manifest.get("build", {}).get("time_capped", 0),
+        ),
     )

@@ -3,13 +3,24 @@ Systems A, B, C (`hulk.evaluate`), and its plot."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hulk import fileio, schemas
 from hulk.data_folder import load_fleet
 from hulk.findings import Finding
 from hulk.settings import Settings
-from hulk.stages import StepResult
+from hulk.stages import StepResult, Summary
+
+
+@dataclass(frozen=True)
+class EvaluateSummary(Summary):
+    run_id: str | None
+    strategy: str | None
+    schedule: str
+    jobs: list[dict[str, Any]]  # `hulk.evaluate.rows`
+    makespan_s: float | None
 
 
 def run(
@@ -17,7 +28,7 @@ def run(
     settings: Settings,
     placements_file: Path | None = None,
     plot: Path | None = None,
-) -> StepResult:
+) -> StepResult[EvaluateSummary]:
     """Cost table of `placements_file` (default: the published ``latest.json``) on the fleet
     of `data_dir`, and a PNG plot, by default beside the placements file (``<name>.png``)."""
     from hulk.assign import changed_fleet_frames, earlier_failures
@@ -59,11 +70,11 @@ def run(
     return StepResult(
         outputs={"plot": plot},
         findings=findings,
-        summary={
-            "run_id": checked.doc.get("run_id"),
-            "strategy": evaluation.strategy,
-            "schedule": evaluation.schedule,
-            "jobs": rows(evaluation),
-            "makespan_s": evaluation.makespan_s,
-        },
+        summary=EvaluateSummary(
+            run_id=checked.doc.get("run_id"),
+            strategy=evaluation.strategy,
+            schedule=evaluation.schedule,
+            jobs=rows(evaluation),
+            makespan_s=evaluation.makespan_s,
+        ),
     )

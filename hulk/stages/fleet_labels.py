@@ -43,6 +43,7 @@ from hulk.fleet_samples import (
 )
 from hulk.jobs import Job, parse_jobs
 from hulk.settings import Settings
+from hulk.stages import Summary
 
 if TYPE_CHECKING:
     from hulk.stages import StepResult
@@ -54,6 +55,24 @@ SAMPLES_FILE = "samples.json"
 
 LabelTask = tuple[pd.DataFrame, pd.DataFrame, tuple[Job, ...], Settings, str]
 MapLabels = Callable[[Callable[[LabelTask], dict], Iterable[LabelTask]], Iterator[dict]]
+
+
+@dataclass(frozen=True)
+class LabelsSummary(Summary):
+    samples: int
+    by_role: dict[str, int]  # samples per role (train, val, eval)
+    cached: int  # labels found in the cache
+    labelled: int  # labels the teacher searched this run
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "samples": self.samples,
+            **{f"{role}_samples": count for role, count in self.by_role.items()},
+            "cached": self.cached,
+            "labelled": self.labelled,
+            "seconds": self.seconds,
+        }
 
 
 def labels_dir(settings: Settings) -> Path:
@@ -227,7 +246,7 @@ def run(
     settings: Settings,
     now: dt.datetime | None = None,
     map_labels: MapLabels = map,
-) -> StepResult:
+) -> StepResult[LabelsSummary]:
     """The labels step: `fleet_labels`, with counts by role, cached and labelled samples."""
     from hulk.stages import StepResult
 
@@ -236,13 +255,13 @@ def run(
     return StepResult(
         outputs={"labels": out / LABELS_FILE, "samples": out / SAMPLES_FILE},
         findings=outcome.findings,
-        summary={
-            "samples": len(outcome.samples),
-            **{f"{role}_samples": sum(s.role == role for s in outcome.samples) for role in ROLES},
-            "cached": outcome.cached,
-            "labelled": outcome.labelled,
-            "seconds": round(outcome.seconds, 1),
-        },
+        summary=LabelsSummary(
+            samples=len(outcome.samples),
+            by_role={role: sum(s.role == role for s in outcome.samples) for role in ROLES},
+            cached=outcome.cached,
+            labelled=outcome.labelled,
+            seconds=round(outcome.seconds, 1),
+        ),
     )
 
 

@@ -3,11 +3,26 @@ default data of `hulk run`), and the next day of logs (`hulk generate --append-d
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from hulk import schemas
 from hulk.settings import Settings
-from hulk.stages import Progress, StepResult
+from hulk.stages import Progress, StepResult, Summary
+
+
+@dataclass(frozen=True)
+class GenerateSummary(Summary):
+    preset: str
+    machines: int
+    days: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class AppendDaySummary(Summary):
+    day: str  # the new partition's folder name
+    seed: int
 
 
 def run(
@@ -17,7 +32,7 @@ def run(
     days: int | None = None,
     seed: int | None = None,
     progress: Progress = None,
-) -> StepResult:
+) -> StepResult[GenerateSummary]:
     """Write the inventory and `days` of logs of `preset` (defaults: ``generate:``, ``seed``)."""
     from hulk.generate import build_fleet, write_dataset
 
@@ -29,14 +44,16 @@ def run(
     parts = write_dataset(out_dir, inventory, seed, gen, days, gen.end_date, progress=progress)
     return StepResult(
         outputs={"inventory": out_dir / schemas.INVENTORY_FILE, "logs": out_dir / schemas.LOGS_DIR},
-        summary={"preset": preset, "machines": len(inventory), "days": len(parts), "seed": seed},
+        summary=GenerateSummary(preset, len(inventory), len(parts), seed),
     )
 
 
-def append_day(out_dir: Path, settings: Settings, seed: int | None = None) -> StepResult:
+def append_day(
+    out_dir: Path, settings: Settings, seed: int | None = None
+) -> StepResult[AppendDaySummary]:
     """Add the day after the latest log partition: what a nightly run sees arrive."""
     from hulk.generate import append_day as append_next_day
 
     seed = settings.seed if seed is None else seed
     path = append_next_day(out_dir, seed, settings.generate)
-    return StepResult(outputs={"partition": path}, summary={"day": path.parent.name, "seed": seed})
+    return StepResult(AppendDaySummary(path.parent.name, seed), outputs={"partition": path})

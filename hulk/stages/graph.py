@@ -3,17 +3,37 @@ model reads at assignment, the networkx form and the snapshot record."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from hulk import fileio, schemas
 from hulk.errors import InputError
 from hulk.settings import Settings
-from hulk.stages import StepResult
+from hulk.stages import StepResult, Summary
 
 
-def run(data_dir: Path, settings: Settings) -> StepResult:
+@dataclass(frozen=True)
+class GraphSummary(Summary):
+    """The snapshot record (DATA/graph/snapshot.json), field for field."""
+
+    snapshot: str
+    inventory_sha256: str
+    features_sha256: str
+    nodes: int
+    links: int
+    active_nodes: int
+    connected_components: int
+    files: dict[str, str]
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> GraphSummary:
+        return cls(**record)
+
+
+def run(data_dir: Path, settings: Settings) -> StepResult[GraphSummary]:
     """Write DATA/graph/ from the inventory and the link table; its record as the summary."""
     from hulk.graph import build_fleet_graph, features_sha256, save_fleet_graph, snapshot_id
     from hulk.validation import read_inventory
@@ -36,4 +56,4 @@ def run(data_dir: Path, settings: Settings) -> StepResult:
     record = save_fleet_graph(
         fleet, out_dir, inventory_sha256=fileio.sha256_file(inventory_file), features=features
     )
-    return StepResult(outputs={"graph": out_dir}, summary=record)
+    return StepResult(GraphSummary.from_record(record), outputs={"graph": out_dir})

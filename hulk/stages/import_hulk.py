@@ -5,17 +5,25 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from hulk import fileio, schemas
 from hulk.findings import Finding, raise_on_errors
 from hulk.settings import Settings
-from hulk.stages import StepResult
+from hulk.stages import StepResult, Summary
+
+
+@dataclass(frozen=True)
+class ImportSummary(Summary):
+    machines: int
+    links: int
+    quarantined_rows: int
 
 
 def run(
     nodes: Path, edges: Path, out_dir: Path, settings: Settings, now: dt.datetime | None = None
-) -> StepResult:
+) -> StepResult[ImportSummary]:
     """Inventory and link table from the paper's published format, validated before writing."""
     from hulk.importer import import_hulk as read_hulk_format
     from hulk.validation import run_validation, validate_inventory, validate_links
@@ -48,11 +56,11 @@ def run(
             "docs": report.docs_index,
         },
         findings=result.findings + report.findings,
-        summary={
-            "machines": len(result.inventory),
-            "links": len(result.links),
-            "quarantined_rows": len(result.quarantine),
-        },
+        summary=ImportSummary(
+            machines=len(result.inventory),
+            links=len(result.links),
+            quarantined_rows=len(result.quarantine),
+        ),
     )
 
 

@@ -4,13 +4,20 @@ without the quarantined rows, validated (suite ``hulk.links``) before it is writ
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from pathlib import Path
 
 from hulk import fileio, schemas
 from hulk.data_folder import validated_quarantine
 from hulk.findings import Finding, raise_on_errors
 from hulk.settings import Settings
-from hulk.stages import Progress, StepResult
+from hulk.stages import Progress, StepResult, Summary
+
+
+@dataclass(frozen=True)
+class IngestSummary(Summary):
+    links: int
+    quarantined_rows: int
 
 
 def run(
@@ -20,7 +27,7 @@ def run(
     inventory_file: Path | None = None,
     now: dt.datetime | None = None,
     progress: Progress = None,
-) -> StepResult:
+) -> StepResult[IngestSummary]:
     """Write DATA/links.parquet from `logs_dir` and `inventory_file` (default: the data
     folder's own; another inventory is copied into the data folder).
 
@@ -66,5 +73,5 @@ def run(
     return StepResult(
         outputs={"links": links_path},
         findings=findings,
-        summary={"links": len(links), "quarantined_rows": len(quarantine)},
+        summary=IngestSummary(links=len(links), quarantined_rows=len(quarantine)),
     )

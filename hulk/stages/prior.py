@@ -14,17 +14,31 @@ and reused while that record matches the corpus file and the settings.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hulk import fileio
 from hulk.errors import InputError
 from hulk.settings import Settings
+from hulk.stages import Summary
 
 if TYPE_CHECKING:
     from hulk.stages import StepResult
 
 FORMAT = 1
+
+
+@dataclass(frozen=True)
+class PriorSummary(Summary):
+    """Figures of the prior's record (None where an older record lacks one)."""
+
+    reused: bool | None
+    train_samples: int | None
+    val_samples: int | None
+    best_epoch: int | None
+    epochs: int | None
+    best_val_accuracy: float | None
 
 
 def prior_path(settings: Settings) -> Path:
@@ -117,15 +131,23 @@ def load_prior(settings: Settings) -> tuple[dict[str, Any], dict[str, Any]]:
     return record["config"], state
 
 
-def run(settings: Settings, seed: int | None = None, rebuild: bool = False) -> StepResult:
+def run(
+    settings: Settings, seed: int | None = None, rebuild: bool = False
+) -> StepResult[PriorSummary]:
     """The prior step: train (or reuse) the prior; its record as the summary."""
     from hulk.stages import StepResult
 
     seed = settings.seed if seed is None else seed
     record = train_prior(settings, seed, rebuild)
     path = prior_path(settings)
-    keys = ("reused", "train_samples", "val_samples", "best_epoch", "epochs", "best_val_accuracy")
     return StepResult(
+        PriorSummary(
+            reused=record.get("reused"),
+            train_samples=record.get("train_samples"),
+            val_samples=record.get("val_samples"),
+            best_epoch=record.get("best_epoch"),
+            epochs=record.get("epochs"),
+            best_val_accuracy=record.get("best_val_accuracy"),
+        ),
         outputs={"prior": path, "record": path.with_suffix(".json")},
-        summary={key: record.get(key) for key in keys},
     )

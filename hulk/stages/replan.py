@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -14,8 +16,28 @@ from hulk.data_folder import load_fleet
 from hulk.errors import InputError
 from hulk.findings import Finding
 from hulk.settings import Settings
-from hulk.stages import StepResult
+from hulk.stages import StepResult, Summary
 from hulk.stages.assign import placement_rows
+
+
+@dataclass(frozen=True)
+class ReplanSummary(Summary):
+    strategy: str
+    run_id: str
+    replanned_from: str | None  # the run id of the placements re-planned
+    moves: list[dict[str, Any]]
+    jobs: list[dict[str, Any]]  # `placement_rows` on the changed fleet
+    makespan_s: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "strategy": self.strategy,
+            "run_id": self.run_id,
+            "from": self.replanned_from,
+            "moves": self.moves,
+            "jobs": self.jobs,
+            "makespan_s": self.makespan_s,
+        }
 
 
 def run(
@@ -28,7 +50,7 @@ def run(
     out_dir: Path | None = None,
     seed: int | None = None,
     now: dt.datetime | None = None,
-) -> StepResult:
+) -> StepResult[ReplanSummary]:
     """Re-plan a placements file after machines fail (`failed` node ids) or are added.
 
     The fleet before is the data folder's; the fleet after drops the failed machines and their
@@ -76,12 +98,13 @@ def run(
             f"{snapshot}+{fileio.sha256_file(add_edges)}".encode()
         ).hexdigest()
     info = pl.fleet_info(fleet_after, snapshot=snapshot)
+    moves = [m.to_dict() for m in moved]
     record = {
         "from": before.doc.get("run_id"),
         "failed": failed,
         "failed_now": failed_now,
         "added_nodes": [] if added_nodes is None else sorted(added_nodes["node_id"].tolist()),
-        "moves": [m.to_dict() for m in moved],
+        "moves": moves,
     }
     doc = pl.build_document(
         new,
@@ -100,14 +123,14 @@ def run(
     return StepResult(
         outputs={"placements": path, "latest": out_dir / pl.LATEST},
         findings=findings,
-        summary={
-            "strategy": strategy,
-            "run_id": doc["run_id"],
-            "from": record["from"],
-            "moves": record["moves"],
-            "jobs": placement_rows(new, fleet_after),
-            "makespan_s": doc["makespan_s"],
-        },
+        summary=ReplanSummary(
+            strategy=strategy,
+            run_id=doc["run_id"],
+            replanned_from=before.doc.get("run_id"),
+            moves=moves,
+            jobs=placement_rows(new, fleet_after),
+            makespan_s=doc["makespan_s"],
+        ),
     )
 
 

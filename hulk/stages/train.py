@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,32 @@ import pandas as pd
 from hulk import fileio
 from hulk.data_folder import LEARNING_CURVE_CSV, load_fleet, model_graph
 from hulk.settings import Settings
-from hulk.stages import StepResult
+from hulk.stages import StepResult, Summary
+
+
+@dataclass(frozen=True)
+class TrainSummary(Summary):
+    version: int  # the registered model version
+    run_id: str  # its MLflow run
+    start: str  # what fine-tuning started from (prior or champion)
+    promoted: bool
+    decision: str  # why it was promoted or not
+    eval_set: str  # the evaluation set's hash, shortened
+    samples: dict[str, int]  # the fleet's samples per role
+    metrics: dict[str, float]  # the run's metrics, rounded
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "run_id": self.run_id,
+            "start": self.start,
+            "promoted": self.promoted,
+            "decision": self.decision,
+            "eval_set": self.eval_set,
+            **{f"{role}_samples": count for role, count in self.samples.items()},
+            **self.metrics,
+        }
+
 
 GATE_METRIC = "gate_score"
 PARTS = ("fleet", "synthetic")  # the evaluation set's parts
@@ -72,7 +98,9 @@ def gate_score(metrics: dict[str, float]) -> float:
     return float(np.mean(finite)) if finite else math.nan
 
 
-def finetune(data_dir: Path, settings: Settings, seed: int | None = None) -> StepResult:
+def finetune(
+    data_dir: Path, settings: Settings, seed: int | None = None
+) -> StepResult[TrainSummary]:
     """Fine-tune, evaluate, register, promote (module docstring)."""
     from hulk.corpus import load_corpus
     from hulk.fleet_labels import training_sample
@@ -205,16 +233,16 @@ def finetune(data_dir: Path, settings: Settings, seed: int | None = None) -> Ste
             "learning_curve_data": curve_data,
             **{Path(name).stem: path for name, path in artifacts.items()},
         },
-        summary={
-            "version": registered.version,
-            "run_id": registered.run_id,
-            "start": start_name,
-            "promoted": decision.promoted,
-            "decision": decision.reason,
-            "eval_set": eval_set[:12],
-            **{f"{role}_samples": count for role, count in counts.items()},
-            **{k: round(v, 4) for k, v in metrics.items()},
-        },
+        summary=TrainSummary(
+            version=registered.version,
+            run_id=registered.run_id,
+            start=start_name,
+            promoted=decision.promoted,
+            decision=decision.reason,
+            eval_set=eval_set[:12],
+            samples=counts,
+            metrics={k: round(v, 4) for k, v in metrics.items()},
+        ),
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,7 +14,13 @@ from hulk import fileio, schemas
 from hulk.data_folder import VALIDATED, logs_fingerprint
 from hulk.findings import raise_on_errors
 from hulk.settings import Settings
-from hulk.stages import Progress, StepResult
+from hulk.stages import Progress, StepResult, Summary
+
+
+@dataclass(frozen=True)
+class ValidateSummary(Summary):
+    quarantined_rows: int
+
 
 if TYPE_CHECKING:
     from hulk.validation.logs import MapDays
@@ -25,7 +32,7 @@ def run(
     now: dt.datetime | None = None,
     progress: Progress = None,
     map_days: MapDays = map,
-) -> StepResult:
+) -> StepResult[ValidateSummary]:
     """Validate what data_dir holds; raise on errors; record which logs were validated.
 
     `map_days(validate_log_day, days)` runs the day partitions: `map` (in this process) or an
@@ -54,5 +61,5 @@ def run(
     return StepResult(
         outputs={"report": report.report_path, "docs": report.docs_index},
         findings=report.findings,
-        summary={"quarantined_rows": len(report.quarantine)},
+        summary=ValidateSummary(quarantined_rows=len(report.quarantine)),
     )
