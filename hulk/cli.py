@@ -255,6 +255,7 @@ def _params_path(ctx: typer.Context) -> Path:
 def _run_nightly(ctx: typer.Context, data: Path, total: float) -> None:
     from flows._common import prefect_api
     from flows.nightly import nightly as nightly_flow
+    from hulk.placements import LATEST
     from hulk.registry import ui_command
 
     settings = _settings(ctx, data)
@@ -265,13 +266,13 @@ def _run_nightly(ctx: typer.Context, data: Path, total: float) -> None:
     for name, summary in done.items():
         text = ", ".join(f"{k}: {v}" for k, v in summary.items() if k != "outputs")
         out.print(f"    {name}: {escape(text)}")
-    latest = settings.assign.placements_dir / "latest.json"
+    latest = settings.assign.placements_dir / LATEST
     api = os.environ.get("PREFECT_API_URL")
     out.print(f"\nDone in {time.perf_counter() - total:.0f} s. Where to look:")
     for label, where in (
         ("placements", str(latest)),
         ("cost plot", str(latest.with_suffix(".png"))),
-        ("metrics", f"{data / 'metrics'}/*.json  (dvc metrics show)"),
+        ("metrics", f"{data / steps.METRICS_DIR}/*.json  (dvc metrics show)"),
         ("data docs", str(data / "validation" / "docs" / "index.html")),
         ("MLflow UI", ui_command(settings) + "  → http://127.0.0.1:5000"),
         (

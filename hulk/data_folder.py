@@ -32,7 +32,9 @@ if TYPE_CHECKING:
     from hulk.cost import Fleet
 
 VALIDATED = "validated.json"  # under validation/: the fingerprint of the validated logs
+TRAINING_DIR = "training"  # the training run's plots and plot data
 LEARNING_CURVE_CSV = "learning_curve.csv"  # under training/: per epoch, loss and accuracy
+LEARNING_CURVES_PNG = "learning_curves.png"  # under training/: the plot of that CSV
 
 
 def data_source(data_dir: Path) -> str:

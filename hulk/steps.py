@@ -32,7 +32,8 @@ import yaml
 
 from hulk import fileio, schemas
 from hulk.code_deps import module_files
-from hulk.data_folder import LEARNING_CURVE_CSV, VALIDATED
+from hulk.data_folder import LEARNING_CURVE_CSV, LEARNING_CURVES_PNG, TRAINING_DIR, VALIDATED
+from hulk.placements import LATEST
 from hulk.settings import Settings
 from hulk.stages import StepResult
 from hulk.stages import assign as stage_assign
@@ -91,11 +92,11 @@ def metrics_path(settings: Settings, name: str) -> Path:
 
 
 def _latest(settings: Settings) -> str:
-    return (settings.assign.placements_dir / "latest.json").as_posix()
+    return (settings.assign.placements_dir / LATEST).as_posix()
 
 
 def _prior(s: Settings) -> str:
-    return s.corpus.path.with_name("prior.pt").as_posix()
+    return stage_prior.prior_path(s).as_posix()
 
 
 def _fleet(s: Settings) -> list[str]:
@@ -252,8 +253,8 @@ STEPS: tuple[Step, ...] = (
             _data(s, schemas.VALIDATION_DIR, VALIDATED),
             s.assign.jobs_file.as_posix(),
         ],
-        outs=lambda s: [_data(s, "labels")],
-        persist=("labels",),
+        outs=lambda s: [_data(s, stage_labels.LABELS_DIR)],
+        persist=(stage_labels.LABELS_DIR,),
         persist_cache=True,
         params=(
             "seed",
@@ -274,11 +275,11 @@ STEPS: tuple[Step, ...] = (
         deps=lambda s: [
             s.corpus.path.as_posix(),
             _prior(s),
-            _data(s, "labels"),
+            _data(s, stage_labels.LABELS_DIR),
             *_fleet(s),
         ],
-        outs=lambda s: [_data(s, "training", "learning_curves.png")],
-        plots=lambda s: [_data(s, "training", LEARNING_CURVE_CSV)],
+        outs=lambda s: [_data(s, TRAINING_DIR, LEARNING_CURVES_PNG)],
+        plots=lambda s: [_data(s, TRAINING_DIR, LEARNING_CURVE_CSV)],
         params=(
             "seed",
             "model",
@@ -303,7 +304,7 @@ STEPS: tuple[Step, ...] = (
             metrics_path(s, "train").as_posix(),
         ],
         outs=lambda s: [_latest(s)],
-        persist=("latest.json",),
+        persist=(LATEST,),
         params=("seed", "assign", "planner", "teacher", "hardware", "graph", "mlflow"),
     ),
     Step(
@@ -312,7 +313,7 @@ STEPS: tuple[Step, ...] = (
         metrics=_evaluate_metrics,
         doc="cost table and plot of the published placements against Systems A, B, C",
         deps=lambda s: [_latest(s), *_fleet(s)],
-        outs=lambda s: [(s.assign.placements_dir / "latest.png").as_posix()],
+        outs=lambda s: [(s.assign.placements_dir / LATEST).with_suffix(".png").as_posix()],
         plots=lambda s: [_data(s, METRICS_DIR, ITERATION_TIMES)],
         params=("hardware", "graph"),
         retried=False,
@@ -400,7 +401,7 @@ def dvc_stages(settings: Settings) -> dict[str, Any]:
         if step.metrics is not None:
             stage["metrics"] = [{metrics_path(settings, step.name).as_posix(): {"cache": False}}]
         stages[step.name] = stage
-    curve = _data(settings, "training", LEARNING_CURVE_CSV)
+    curve = _data(settings, TRAINING_DIR, LEARNING_CURVE_CSV)
     times = _data(settings, METRICS_DIR, ITERATION_TIMES)
     return {
         "stages": stages,

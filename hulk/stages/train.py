@@ -28,7 +28,13 @@ import numpy as np
 import pandas as pd
 
 from hulk import fileio
-from hulk.data_folder import LEARNING_CURVE_CSV, load_fleet, model_graph
+from hulk.data_folder import (
+    LEARNING_CURVE_CSV,
+    LEARNING_CURVES_PNG,
+    TRAINING_DIR,
+    load_fleet,
+    model_graph,
+)
 from hulk.settings import Settings
 from hulk.stages import StepResult, Summary
 
@@ -185,9 +191,9 @@ def finetune(
         if key in reference_metrics:
             metrics[f"{reference_name}/{key}"] = reference_metrics[key]
 
-    plots_dir = data_dir / "training"
+    plots_dir = data_dir / TRAINING_DIR
     plots_dir.mkdir(parents=True, exist_ok=True)
-    curve = learning_curve_plot(history, plots_dir / "learning_curves.png")
+    curve = learning_curve_plot(history, plots_dir / LEARNING_CURVES_PNG)
     curve_data = plots_dir / LEARNING_CURVE_CSV
     fileio.write_csv(curve_data, pd.DataFrame(history))
     artifacts = {"plots/learning_curves.png": curve}
@@ -257,7 +263,7 @@ def current_fleet_plots(
     from hulk.gnn import model_placements
     from hulk.plots import cost_bars, fleet_map
 
-    plots_dir = data_dir / "training"
+    plots_dir = data_dir / TRAINING_DIR
     fleet, inventory, links = load_fleet(data_dir, settings)
     graph = model_graph(data_dir, settings)  # what assign will give the model
     placements, fallback = model_placements(
