@@ -1,6 +1,6 @@
 """Assignment: which machines serve which job, and how it changes when the fleet changes.
 
-`assign(jobs, fleet, strategy, settings, seed)` returns one `JobPlacement` per job, in input
+`place_jobs(jobs, fleet, strategy, settings, seed)` returns one `JobPlacement` per job, in input
 order. The strategies are a table (`STRATEGIES`: name → function), so a new one is one entry:
 
 * ``teacher`` — the cost-model search of `hulk.teacher.teacher_search`: disjoint machine groups,
@@ -254,7 +254,7 @@ def check_strategy(strategy: str) -> None:
         raise InputError(None, "assign.no_model", NO_MODEL)
 
 
-def assign(
+def place_jobs(
     jobs: Sequence[Job], fleet: Fleet, strategy: str, settings: Settings, seed: int
 ) -> list[JobPlacement]:
     """Place `jobs` on `fleet` with `strategy` (one of `STRATEGIES`); input order kept."""
@@ -389,7 +389,7 @@ def replan(
     failed = set(check_failed(fleet_before, failed_node_ids))
     jobs = [p.job for p in placements]
     if schedule_of(strategy) == SEQUENTIAL:
-        new = assign(jobs, fleet_after, strategy, settings, seed)
+        new = place_jobs(jobs, fleet_after, strategy, settings, seed)
         return new, moves(placements, fleet_before, new, fleet_after)
 
     kept: dict[int, JobPlacement] = {}

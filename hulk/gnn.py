@@ -373,7 +373,7 @@ def model_placements(
     as the model was evaluated. One code path for `hulk assign` and the training run's
     pictures of the current fleet.
     """
-    from hulk.assign import assign as assign_jobs
+    from hulk.assign import place_jobs as assign_jobs
     from hulk.corpus import encode_inputs
     from hulk.model import predict_proba
     from hulk.train import deterministic_torch

@@ -46,8 +46,7 @@ def run(
     the assignment made, before anything is written.
     """
     from hulk import placements as pl
-    from hulk.assign import assign as assign_jobs
-    from hulk.assign import check_strategy, makespan, schedule_of
+    from hulk.assign import check_strategy, makespan, place_jobs, schedule_of
     from hulk.jobs import load_jobs
 
     started = now or pl.utc_now()
@@ -69,7 +68,7 @@ def run(
             data_dir, jobs, fleet, inventory, links, settings, seed
         )
     else:
-        placed = assign_jobs(jobs, fleet, strategy, settings, seed)
+        placed = place_jobs(jobs, fleet, strategy, settings, seed)
     info = pl.fleet_info(fleet, data_dir / schemas.LINKS_FILE, data_dir / schemas.INVENTORY_FILE)
     doc = pl.build_document(
         placed,

@@ -11,10 +11,10 @@ import pytest
 from hulk import schemas
 from hulk.assign import (
     STRATEGIES,
-    assign,
     changed_fleet_frames,
     check_failed,
     makespan,
+    place_jobs,
     priority_order,
     replan,
 )
@@ -81,7 +81,7 @@ def test_priority_then_input_order() -> None:
 def test_whole_fleet_system_runs_jobs_one_after_another(system: str) -> None:
     fleet = fleet_of([3, 5, 9], [2, 2, 2])
     other = Job("other", 0.05, 4, 1000, 1000, 12, 2, priority=1)
-    result = assign([SMALL, other], fleet, system, SETTINGS, seed=0)
+    result = place_jobs([SMALL, other], fleet, system, SETTINGS, seed=0)
     # `other` has the higher priority: it runs first and holds every machine it uses.
     first, second = result[1], result[0]
     assert first.status == PLACED and first.run_order == 1 and first.nodes
@@ -99,7 +99,7 @@ def test_whole_fleet_system_runs_jobs_one_after_another(system: str) -> None:
 
 def test_system_plans_are_the_baselines_own() -> None:
     fleet = fleet_of([3, 5, 9], [2, 2, 1])
-    a, b, c = (assign([SMALL], fleet, s, SETTINGS, 0)[0] for s in "ABC")
+    a, b, c = (place_jobs([SMALL], fleet, s, SETTINGS, 0)[0] for s in "ABC")
     assert a.plan == system_a(SMALL, fleet)[1]  # machines 3 and 5 hold a full replica
     assert a.nodes == (0, 1) and a.shape == "2×1"
     assert b.plan == system_b(SMALL, fleet)[1] and b.shape == "1×3"
@@ -108,28 +108,28 @@ def test_system_plans_are_the_baselines_own() -> None:
 
 def test_job_a_system_cannot_run_is_infeasible() -> None:
     fleet = fleet_of([3, 5], [1, 1])  # no machine holds the 1.6 GB of a full replica
-    placed, *_ = assign([SMALL], fleet, "A", SETTINGS, 0)
+    placed, *_ = place_jobs([SMALL], fleet, "A", SETTINGS, 0)
     assert placed.status == INFEASIBLE and placed.run_order is None
     assert "System A" in placed.reason
     assert makespan([placed], "A") is None
     # B can: two stages of 0.8 GB.
-    assert assign([SMALL], fleet, "B", SETTINGS, 0)[0].status == PLACED
+    assert place_jobs([SMALL], fleet, "B", SETTINGS, 0)[0].status == PLACED
 
 
 def test_every_job_carries_whole_fleet_baselines() -> None:
     fleet = fleet_of([3, 5, 9], [2, 2, 2])
-    for placement in assign([SMALL, BIG], fleet, "B", SETTINGS, 0):
+    for placement in place_jobs([SMALL, BIG], fleet, "B", SETTINGS, 0):
         assert set(placement.baselines) == {"A", "B", "C"}
 
 
 def test_gnn_without_a_model_is_a_clear_error() -> None:
     with pytest.raises(InputError, match=r"no champion model yet: run `hulk train`"):
-        assign([SMALL], fleet_of([1], [2]), "gnn", SETTINGS, 0)
+        place_jobs([SMALL], fleet_of([1], [2]), "gnn", SETTINGS, 0)
 
 
 def test_unknown_strategy_is_named() -> None:
     with pytest.raises(InputError, match="'D'"):
-        assign([SMALL], fleet_of([1], [2]), "D", SETTINGS, 0)
+        place_jobs([SMALL], fleet_of([1], [2]), "D", SETTINGS, 0)
     assert set(STRATEGIES) == {"gnn", "teacher", "A", "B", "C"}
 
 
@@ -139,7 +139,7 @@ def test_unknown_strategy_is_named() -> None:
 def test_teacher_places_jobs_on_disjoint_machines() -> None:
     fleet = two_sites(list(range(8)))
     jobs = [Job("left", 0.1, 4, 1000, 1000, 12, 2), Job("right", 0.1, 4, 1000, 1000, 12, 2)]
-    result = assign(jobs, fleet, "teacher", SETTINGS, seed=0)
+    result = place_jobs(jobs, fleet, "teacher", SETTINGS, seed=0)
     assert [p.status for p in result] == [PLACED, PLACED]
     first, second = (set(p.nodes) for p in result)
     assert first and second and not first & second
@@ -151,13 +151,13 @@ def test_teacher_places_jobs_on_disjoint_machines() -> None:
         assert set(placement.baselines) == {"A", "B", "C"}
     assert makespan(result, "teacher") == max(p.estimate.iteration_s for p in result)
     # Deterministic for a seed.
-    assert assign(jobs, fleet, "teacher", SETTINGS, seed=0) == result
+    assert place_jobs(jobs, fleet, "teacher", SETTINGS, seed=0) == result
 
 
 def test_teacher_queues_what_does_not_fit_now() -> None:
     fleet = fleet_of([0, 1], [2, 2])
     jobs = [Job(f"job{i}", 0.1, 4, 1000, 1000, 12, 2) for i in range(3)]
-    result = assign(jobs, fleet, "teacher", SETTINGS, seed=0)
+    result = place_jobs(jobs, fleet, "teacher", SETTINGS, seed=0)
     assert sorted(p.status for p in result) == [PLACED, PLACED, QUEUED]
     waiting = next(p for p in result if p.status == QUEUED)
     assert waiting.reason and waiting.nodes == () and waiting.estimate is None
@@ -165,7 +165,7 @@ def test_teacher_queues_what_does_not_fit_now() -> None:
 
 def test_teacher_refuses_a_job_the_fleet_can_never_host() -> None:
     with pytest.raises(InputError, match="big"):
-        assign([SMALL, BIG], fleet_of([0, 1], [2, 2]), "teacher", SETTINGS, seed=0)
+        place_jobs([SMALL, BIG], fleet_of([0, 1], [2, 2]), "teacher", SETTINGS, seed=0)
 
 
 # --- re-planning ----------------------------------------------------------------------------------
@@ -270,7 +270,7 @@ def test_replan_marks_a_job_the_smaller_fleet_cannot_host_infeasible() -> None:
 
 def test_replan_of_a_whole_fleet_system_reruns_it() -> None:
     before_fleet = fleet_of([0, 1, 2], [2, 2, 2])
-    before = assign([SMALL], before_fleet, "B", SETTINGS, 0)
+    before = place_jobs([SMALL], before_fleet, "B", SETTINGS, 0)
     after_fleet = fleet_of([0, 2], [2, 2])
     after, moves = replan(before, before_fleet, after_fleet, [1], "B", SETTINGS, 0)
     assert after[0].plan == system_b(SMALL, after_fleet)[1]
