@@ -177,7 +177,7 @@ def _new_mixes(settings: Settings, count: int, seed: int) -> list[list]:
 
 
 def _gnn_makespan(model, jobs, settings: Settings, inventory, links, fleet, sites) -> tuple:
-    from hulk.corpus import encode_inputs
+    from hulk.features import encode_inputs
     from hulk.gnn import gnn_decide
     from hulk.model import predict_proba
 

@@ -125,8 +125,8 @@ def _placed_times(placements) -> list[float]:
 
 def run_fleet(kind: str, model, settings, seed: int, mixes: int) -> dict:
     """Teacher and GNN side by side on every mix of one fleet."""
-    from hulk.corpus import encode_inputs
     from hulk.cost import Fleet
+    from hulk.features import encode_inputs
     from hulk.gnn import gnn_placements
     from hulk.model import predict_proba
     from hulk.planner import site_labels
@@ -223,7 +223,7 @@ def run_10000(params: Path, seed: int) -> dict:
     import numpy as np
 
     from hulk.candidate_pools import probability_group
-    from hulk.corpus import encode_inputs
+    from hulk.features import encode_inputs
     from hulk.jobs import GB, PAPER_MIX_6, preset_jobs
     from hulk.model import predict_proba
     from hulk.planner import layer_capacity

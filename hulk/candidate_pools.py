@@ -1,7 +1,7 @@
 """Algorithm 1 of the Hulk paper: turn per-machine class probabilities into machine groups.
 
 The graph neural network gives every machine a probability for each job of the mix (jobs in
-size order, largest first, as `hulk.corpus.order_jobs` sorts them) and for "idle". Groups are
+size order, largest first, as `hulk.features.order_jobs` sorts them) and for "idle". Groups are
 formed greedily, one job at a time, largest job first, from the machines still free
 (`hulk.gnn.gnn_placements` drives the loop). For each job this module proposes a few
 *candidate pools*; the stage planner lays the job out on each, the fastest plan wins, and the

@@ -9,8 +9,9 @@ search: give every machine to a job, or leave it idle. This module builds what i
 * ``x`` float32 [n, len(NODE_FEATURES)], ``edge_index`` long [2, E], ``edge_attr`` float32
   [E, len(EDGE_FEATURES)] — `hulk.graph.fleet_data`, machines in node_id order, every
   link once per direction;
-* ``jobs`` float32 [J, len(JOB_FEATURES)] — `job_features` of the jobs in *size order*
-  (`order_jobs`: descending ``min_memory_bytes``, then descending ``params``, then name);
+* ``jobs`` float32 [J, len(JOB_FEATURES)] — `hulk.features.job_features` of the jobs in *size
+  order* (`hulk.features.order_jobs`: descending ``min_memory_bytes``, then descending
+  ``params``, then name);
 * ``y`` long [n] — class k (0 ≤ k < J) for a machine the teacher's plan gives to the k-th job in
   size order, J ("idle") for every other machine: machines the plans leave out, drained
   (failed) machines, and the machines of none of the queued jobs (a queued job has no class
@@ -22,8 +23,8 @@ search: give every machine to a job, or leave it idle. This module builds what i
 Which split a sample belongs to is not in the sample: `Corpus` keeps ``train``, ``val`` and
 ``test`` lists and a manifest.
 
-**Inference** encodes a fleet and its jobs with the same code: `encode_inputs` (graph tensors,
-job features in size order and the order itself, so class k maps back to
+A sample's inputs and inference's are encoded by the same code: `hulk.features.encode_inputs`
+(graph tensors, job features in size order and the order itself, so class k maps back to
 ``jobs[order[k]]``).
 
 **Fleets** (`corpus_fleet`), a pure function of (seed, fleet id, settings), so that any fleet of
@@ -88,17 +89,15 @@ import torch
 
 from hulk import fileio, schemas
 from hulk.cost import Fleet
+from hulk.features import JOB_FEATURES, encode_inputs
 from hulk.generate import expected_links
-from hulk.graph import EDGE_FEATURES, NODE_FEATURES, fleet_data
-from hulk.jobs import GB, PRESET_JOBS, Job, job_to_dict, parse_jobs
+from hulk.graph import EDGE_FEATURES, NODE_FEATURES
+from hulk.jobs import PRESET_JOBS, Job, job_to_dict, parse_jobs
 from hulk.presets import CAPABILITY_SHARE, GPU_COUNTS, GPU_MEMORY_GB, PAPER, build_fleet
 from hulk.settings import CorpusSettings, Settings, TeacherSettings
 from hulk.teacher import IDLE, PLACED, TeacherResult, never_fits, teacher_search
 
 __all__ = [
-    "EDGE_FEATURES",
-    "JOB_FEATURES",
-    "NODE_FEATURES",
     "SPLITS",
     "Corpus",
     "FleetSpec",
@@ -107,13 +106,10 @@ __all__ = [
     "corpus_inputs",
     "corpus_mix",
     "corpus_teacher",
-    "encode_inputs",
-    "job_features",
     "label_mix",
     "load_corpus",
     "manifest_path",
     "mix_jobs",
-    "order_jobs",
     "perturbed_job",
     "sample_seed",
     "save_corpus",
@@ -125,98 +121,10 @@ SPLITS: tuple[str, ...] = ("train", "val", "test")
 SYNTHETIC_SOURCE = "synthetic-1000"  # the preset synthetic fleets are cut from
 CURRENT_FLEET = -1  # fleet id of a sample of the real, current fleet
 
-JOB_FEATURES: tuple[str, ...] = (
-    "log10_params",
-    "log2_layers",
-    "log2_hidden",
-    "log2_seq_len",
-    "log2_global_batch",
-    "log2_micro_batch",
-    "log10_min_memory_gb",
-    "memory_share",  # min_memory_bytes / the fleet's active memory
-    "log10_flops",  # work per iteration, FLOPs
-    "priority",
-)
 
 # Seed-sequence tags: one independent stream per purpose.
 _TAG_FLEET, _TAG_MIX, _TAG_TEACHER = 0x434F5250, 0x4D4958, 0x54454143
 _MAX_REDRAWS = 50  # attempts at drawing a job the fleet can host
-
-
-# --- job encoding (shared with inference) -----------------------------------------------------
-
-
-def order_jobs(jobs: Sequence[Job]) -> list[int]:
-    """Input positions of `jobs` in size order: the class order of a sample.
-
-    Descending ``min_memory_bytes``, ties by descending ``params``, then by name (then by input
-    position, for lists with repeated names).
-    """
-    return sorted(
-        range(len(jobs)),
-        key=lambda j: (-jobs[j].min_memory_bytes, -jobs[j].params, jobs[j].name, j),
-    )
-
-
-def job_features(jobs: Sequence[Job], active_memory_bytes: float) -> np.ndarray:
-    """float32 [len(jobs), len(JOB_FEATURES)]: one row per job, in the order given.
-
-    `active_memory_bytes` is the fleet's active (not drained) GPU memory, the denominator of
-    ``memory_share``. Callers pass the jobs in `order_jobs` order to get a sample's ``jobs``.
-    """
-    if active_memory_bytes <= 0:
-        raise ValueError(f"active_memory_bytes must be positive (got {active_memory_bytes})")
-    rows = [
-        (
-            math.log10(job.params),
-            math.log2(job.layers),
-            math.log2(job.hidden),
-            math.log2(job.seq_len),
-            math.log2(job.global_batch),
-            math.log2(job.micro_batch),
-            math.log10(job.min_memory_bytes / GB),
-            job.min_memory_bytes / active_memory_bytes,
-            math.log10(job.flops_per_iteration),
-            float(job.priority),
-        )
-        for job in jobs
-    ]
-    return np.asarray(rows, dtype=np.float32).reshape(len(rows), len(JOB_FEATURES))
-
-
-def encode_inputs(
-    inventory: pd.DataFrame,
-    links: pd.DataFrame,
-    jobs: Sequence[Job],
-    settings: Settings,
-    graph: Any = None,
-) -> tuple[dict[str, torch.Tensor], list[int]]:
-    """The model's inputs for a fleet and its jobs, and the size order of the jobs.
-
-    Returns (``{"x", "edge_index", "edge_attr", "jobs", "active"}``, order): the tensors of a
-    sample (machines in node_id order) without the labels, and `order_jobs(jobs)`, so that
-    class k of the model is ``jobs[order[k]]`` and class ``len(jobs)`` is idle. `graph`: the
-    fleet's tensors as the graph step saved them (else they are built from the frames).
-    """
-    inventory = inventory.sort_values("node_id", kind="stable").reset_index(drop=True)
-    if graph is None:
-        data = fleet_data(inventory, links, settings.hardware, settings.graph.bandwidth_tiers)
-    else:  # the graph step's tensors of this very fleet (`hulk.graph.load_model_graph`)
-        data = graph
-        if not np.array_equal(data.node_id.numpy(), inventory["node_id"].to_numpy(np.int64)):
-            raise ValueError("the fleet graph's machines differ from the inventory's")
-    active = (inventory["status"] == schemas.STATUS_ACTIVE).fillna(False).to_numpy(bool)
-    active_memory = float(inventory["memory_gb"].to_numpy(float)[active].sum()) * GB
-    order = order_jobs(jobs)
-    features = job_features([jobs[j] for j in order], active_memory)
-    tensors = {
-        "x": data.x,
-        "edge_index": data.edge_index,
-        "edge_attr": data.edge_attr,
-        "jobs": torch.from_numpy(features),
-        "active": torch.from_numpy(active.copy()),
-    }
-    return tensors, order
 
 
 # --- samples ----------------------------------------------------------------------------------

@@ -110,7 +110,8 @@ def training_sample(
     """The tensors of a labelled sample (as `hulk.corpus` samples: x, edges, jobs, y, active)."""
     import torch
 
-    from hulk.corpus import CURRENT_FLEET, encode_inputs
+    from hulk.corpus import CURRENT_FLEET
+    from hulk.features import encode_inputs
 
     inventory = inventory.sort_values("node_id", kind="stable").reset_index(drop=True)
     tensors, _ = encode_inputs(inventory, links, jobs, settings)

@@ -374,7 +374,7 @@ def model_placements(
     pictures of the current fleet.
     """
     from hulk.assign import place_jobs as assign_jobs
-    from hulk.corpus import encode_inputs
+    from hulk.features import encode_inputs
     from hulk.model import predict_proba
     from hulk.train import deterministic_torch
 

@@ -39,8 +39,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hulk.corpus import Corpus, corpus_fleet, encode_inputs, mix_jobs
+from hulk.corpus import Corpus, corpus_fleet, mix_jobs
 from hulk.cost import Fleet, lower_bound
+from hulk.features import encode_inputs
 from hulk.gnn import gnn_placements
 from hulk.jobs import Job
 from hulk.model import HulkGNN, predict_proba

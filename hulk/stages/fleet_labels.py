@@ -288,8 +288,8 @@ def load_labelled(data_dir: Path, settings: Settings) -> list[LabelledSample]:
 
     Raises `InputError` when the step has not run, or ran on another inventory.
     """
-    from hulk.corpus import order_jobs
     from hulk.data_folder import load_frames
+    from hulk.features import order_jobs
 
     out = labels_dir(settings)
     index_file = out / SAMPLES_FILE

@@ -1,4 +1,5 @@
-"""The labelled training corpus (hulk.corpus): determinism, splits, labels, format, files."""
+"""The labelled training corpus (hulk.corpus): determinism, splits, labels, format, files; and
+the job encoding it shares with inference (hulk.features)."""
 
 from __future__ import annotations
 
@@ -11,27 +12,23 @@ import pytest
 import torch
 
 from hulk.corpus import (
-    EDGE_FEATURES,
-    JOB_FEATURES,
-    NODE_FEATURES,
     SPLITS,
     Corpus,
     build_corpus,
     corpus_fleet,
     corpus_mix,
     corpus_teacher,
-    encode_inputs,
-    job_features,
     label_mix,
     load_corpus,
     manifest_path,
     mix_jobs,
-    order_jobs,
     sample_seed,
     save_corpus,
     split_of,
 )
 from hulk.cost import Fleet
+from hulk.features import JOB_FEATURES, encode_inputs, job_features, order_jobs
+from hulk.graph import EDGE_FEATURES, NODE_FEATURES
 from hulk.jobs import PRESET_JOBS, Job, preset_jobs
 from hulk.presets import build_fleet
 from hulk.schemas import STATUS_ACTIVE, STATUS_DRAINED

@@ -142,8 +142,8 @@ def test_the_teachers_own_groups_give_the_teachers_makespan(settings: Settings) 
     # Perfect probabilities (the teacher's labels) on a small fleet where jobs compete: the
     # greedy pools alone starve later jobs (measured 1.5-2.8x the teacher on such mixes); the
     # model's own groups, laid out with the full planner, bring the teacher's balance back.
-    from hulk.corpus import order_jobs
     from hulk.cost import Fleet
+    from hulk.features import order_jobs
     from hulk.generate import expected_links
     from hulk.gnn import gnn_decide
     from hulk.jobs import PRESET_JOBS
