@@ -150,6 +150,10 @@ class Tracking:
     registered_model: str
 
 
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"  # which of its views MLflow's UI opens
+MODEL_TRAINING = "custom_model_development"  # the UI's "Model training" view
+
+
 def _client(uri: str) -> MlflowClient:
     from mlflow import MlflowClient
 
@@ -170,12 +174,14 @@ def _ensure_experiment(client: MlflowClient, settings: Settings) -> str:
             folder.mkdir(parents=True, exist_ok=True)
             location = folder.as_uri()
         try:
-            return client.create_experiment(name, artifact_location=location)
+            client.create_experiment(
+                name, artifact_location=location, tags={EXPERIMENT_KIND_TAG: MODEL_TRAINING}
+            )
         except MlflowException as exc:  # another process created it meanwhile
             if exc.error_code != "RESOURCE_ALREADY_EXISTS":
                 raise
-            experiment = client.get_experiment_by_name(name)
-            assert experiment is not None
+        experiment = client.get_experiment_by_name(name)
+        assert experiment is not None
     if experiment.lifecycle_stage != "active":
         raise InputError(
             None,
@@ -184,6 +190,10 @@ def _ensure_experiment(client: MlflowClient, settings: Settings) -> str:
             f"(`mlflow experiments restore --experiment-id {experiment.experiment_id}`) or "
             "name another experiment in params.yaml (mlflow.experiment)",
         )
+    if EXPERIMENT_KIND_TAG not in experiment.tags:
+        # Without the tag MLflow 3's UI opens an experiment on its GenAI pages (traces, "No
+        # data"); Hulk's runs are model training. A kind a user chose in the UI is kept.
+        client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, MODEL_TRAINING)
     return experiment.experiment_id
 
 

@@ -330,3 +330,23 @@ def test_the_gate_never_compares_figures_of_different_evaluation_sets(history: H
     promoted = registry.promote_if_better(settings, challenger, other)
     assert promoted.promoted and promoted.champion_value == 1.3
     assert _version_tags(settings, challenger.version)["hulk.promotion.eval_set"] == other
+
+
+def test_the_experiment_opens_on_the_model_training_view(history: History) -> None:
+    # MLflow 3's UI opens an experiment without a kind on its GenAI pages; Hulk's is tagged
+    # as model training, on creation and when it existed before without the tag. A kind a
+    # user picked in the UI stays.
+    settings = history.settings
+    with registry.tracking(settings) as track:
+        tags = track.client.get_experiment(track.experiment_id).tags
+        assert tags[registry.EXPERIMENT_KIND_TAG] == registry.MODEL_TRAINING
+        track.client.delete_experiment_tag(track.experiment_id, registry.EXPERIMENT_KIND_TAG)
+    with registry.tracking(settings) as track:
+        tags = track.client.get_experiment(track.experiment_id).tags
+        assert tags[registry.EXPERIMENT_KIND_TAG] == registry.MODEL_TRAINING
+        track.client.set_experiment_tag(
+            track.experiment_id, registry.EXPERIMENT_KIND_TAG, "genai_development"
+        )
+    with registry.tracking(settings) as track:
+        tags = track.client.get_experiment(track.experiment_id).tags
+        assert tags[registry.EXPERIMENT_KIND_TAG] == "genai_development"
