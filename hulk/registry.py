@@ -288,8 +288,10 @@ def _number(value: object, what: str) -> float:
         raise TypeError(f"{what}: expected a number, got {value!r}") from None
 
 
-def _history_metrics(history: Sequence[Mapping[str, object]]) -> list[tuple[str, float, int]]:
-    """(key, value, step) per epoch; the step is the row's "epoch", else its index."""
+def _history_metrics(
+    history: Sequence[Mapping[str, object]],
+) -> list[tuple[str, float, int, int]]:
+    """(key, value, step, row index) per epoch; the step is the row's "epoch", else its index."""
     rows = []
     for index, row in enumerate(history):
         step = row.get("epoch", index)
@@ -297,8 +299,29 @@ def _history_metrics(history: Sequence[Mapping[str, object]]) -> list[tuple[str,
             raise TypeError(f"history[{index}].epoch: expected an int, got {step!r}")
         for key, value in row.items():
             if key != "epoch":
-                rows.append((key, _number(value, f"history[{index}].{key}"), step))
+                rows.append((key, _number(value, f"history[{index}].{key}"), step, index))
     return rows
+
+
+def _seconds(row: Mapping[str, object]) -> float:
+    """An epoch's wall time from its history row (0 when it has none)."""
+    value = row.get("seconds")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return 0.0
+    return max(float(value), 0.0)
+
+
+def _epoch_end_ms(history: Sequence[Mapping[str, object]], logged_at: int) -> list[int]:
+    """When each epoch ended (ms since the epoch of Unix time), for a run logged at
+    `logged_at` right after training: back from there by the rows' "seconds" (each epoch's
+    wall time), so the UI's time axis and the run's duration show the training as it went.
+    Rows without "seconds" count as instantaneous."""
+    ends, elapsed = [], 0.0
+    for row in history:
+        elapsed += _seconds(row)
+        ends.append(elapsed)
+    total = elapsed
+    return [logged_at - round((total - end) * 1000) for end in ends]
 
 
 def _check_state_dict(state_dict: Mapping[str, object]) -> dict[str, torch.Tensor]:
@@ -373,7 +396,7 @@ def log_training_run(
     # Check everything first, so that a mistake leaves no half-logged run behind.
     series = _history_metrics(history)
     finals = {key: _number(value, f"metrics.{key}") for key, value in metrics.items()}
-    clash = sorted({key for key, _, _ in series} & finals.keys())
+    clash = sorted({key for key, _, _, _ in series} & finals.keys())
     if clash:
         raise ValueError(f"metrics {clash} are both per-epoch (history) and final (metrics)")
     weights = _check_state_dict(state_dict)
@@ -394,11 +417,15 @@ def log_training_run(
 
     with tracking(settings) as track:
         client = track.client
-        run = client.create_run(track.experiment_id, tags=tag_values, run_name=run_name)
+        now = int(time.time() * 1000)
+        ends = _epoch_end_ms(history, now)
+        started = ends[0] - round(_seconds(history[0]) * 1000) if history else now
+        run = client.create_run(
+            track.experiment_id, start_time=started, tags=tag_values, run_name=run_name
+        )
         run_id = run.info.run_id
         try:
-            now = int(time.time() * 1000)
-            logged = [Metric(key, value, now, step) for key, value, step in series]
+            logged = [Metric(key, value, ends[row], step) for key, value, step, row in series]
             logged += [Metric(key, value, now, 0) for key, value in finals.items()]
             client.log_batch(
                 run_id,

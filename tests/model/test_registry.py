@@ -9,6 +9,7 @@ hulk.registry has switched MLflow's telemetry off (it is decided when mlflow is 
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -350,3 +351,26 @@ def test_the_experiment_opens_on_the_model_training_view(history: History) -> No
     with registry.tracking(settings) as track:
         tags = track.client.get_experiment(track.experiment_id).tags
         assert tags[registry.EXPERIMENT_KIND_TAG] == "genai_development"
+
+
+def test_epochs_keep_their_times_so_the_run_shows_how_long_training_took(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path)
+    seconds = [1.5, 2.0, 2.5]
+    version = registry.log_training_run(
+        settings,
+        params={},
+        history=[
+            {"epoch": epoch, "loss": 1.0 / epoch, "seconds": took}
+            for epoch, took in zip((1, 2, 3), seconds, strict=True)
+        ],
+        metrics={"test_node_accuracy": 0.8},
+        state_dict=_linear(0).state_dict(),
+        config={"seed": 0},
+    )
+    with registry.tracking(settings) as track:
+        run = track.client.get_run(version.run_id)
+        loss = sorted(track.client.get_metric_history(version.run_id, "loss"), key=lambda m: m.step)
+    ends = [m.timestamp for m in loss]
+    assert [b - a for a, b in itertools.pairwise(ends)] == [2000, 2500]
+    assert ends[0] - run.info.start_time == 1500
+    assert run.info.end_time - run.info.start_time >= 6000  # not the milliseconds of logging
