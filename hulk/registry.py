@@ -26,7 +26,9 @@ To browse runs, metrics, plots and versions, run from the project root::
 
     mlflow ui --backend-store-uri sqlite:///data/mlruns.db --workers 1
 
-and open http://127.0.0.1:5000 (model versions: the "Models" page, hulk-gnn). `ui_command`
+and open the link `ui_runs_url` gives (http://127.0.0.1:5000/#/experiments/<id>?workflowType=
+machine_learning: MLflow 3's UI otherwise starts on its GenAI pages; model versions: the
+"Models" page, hulk-gnn). `ui_command`
 gives the same command with the absolute path of the configured backend, whatever the current
 directory. One worker is plenty for one person; MLflow 3's default (4 workers, plus a job runner
 with several consumers for server-side GenAI jobs) takes about a minute to answer on a 2-core
@@ -135,6 +137,20 @@ def ui_command(settings: Settings) -> str:
     return f"mlflow ui --backend-store-uri {tracking_uri(settings)} --workers 1"
 
 
+def ui_runs_url(settings: Settings, base: str = "http://127.0.0.1:5000") -> str:
+    """The UI's page of Hulk's training runs, in its model-training view.
+
+    MLflow 3's UI keeps one view for all experiments in the browser's storage and starts on
+    GenAI (traces); the ``workflowType`` parameter opens the model-training view (runs,
+    charts, models). Without the experiment yet (nothing trained), the experiments list.
+    """
+    path = sqlite_path(settings)
+    if path is not None and not path.exists():
+        return f"{base}/#/experiments?{UI_VIEW}"
+    with tracking(settings) as track:
+        return f"{base}/#/experiments/{track.experiment_id}?{UI_VIEW}"
+
+
 # --------------------------------------------------------------------------------------------
 # The tracking context
 # --------------------------------------------------------------------------------------------
@@ -150,7 +166,8 @@ class Tracking:
     registered_model: str
 
 
-EXPERIMENT_KIND_TAG = "mlflow.experimentKind"  # which of its views MLflow's UI opens
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"  # the experiment's kind in MLflow's UI
+UI_VIEW = "workflowType=machine_learning"  # the UI's query that opens its model-training view
 MODEL_TRAINING = "custom_model_development"  # the UI's "Model training" view
 
 

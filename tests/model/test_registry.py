@@ -374,3 +374,15 @@ def test_epochs_keep_their_times_so_the_run_shows_how_long_training_took(tmp_pat
     assert [b - a for a, b in itertools.pairwise(ends)] == [2000, 2500]
     assert ends[0] - run.info.start_time == 1500
     assert run.info.end_time - run.info.start_time >= 6000  # not the milliseconds of logging
+
+
+def test_the_ui_link_opens_the_model_training_view(history: History, tmp_path: Path) -> None:
+    with registry.tracking(history.settings) as track:
+        experiment_id = track.experiment_id
+    url = registry.ui_runs_url(history.settings)
+    assert url == (
+        f"http://127.0.0.1:5000/#/experiments/{experiment_id}?workflowType=machine_learning"
+    )
+    fresh = Settings(data_dir=tmp_path)  # nothing trained: the list, and no database made
+    assert registry.ui_runs_url(fresh).endswith("/#/experiments?workflowType=machine_learning")
+    assert list(tmp_path.iterdir()) == []
