@@ -75,18 +75,13 @@ def fleet_map(
         owner[list(placement.nodes)] = k
     idle = located & (owner < 0) & fleet.active
     drained = located & ~fleet.active
-    ax.scatter(
-        lon[idle], lat[idle], s=14, c="#c8c8c8", label=f"idle: {machines(idle.sum())}", zorder=2
-    )
-    ax.scatter(
-        lon[drained],
-        lat[drained],
-        s=18,
-        c="black",
-        marker="x",
-        label=f"drained: {machines(drained.sum())}",
-        zorder=2,
-    )
+    if idle.any():
+        ax.scatter(
+            lon[idle], lat[idle], s=14, c="#c8c8c8", label=f"idle: {machines(idle.sum())}", zorder=2
+        )
+    if drained.any():
+        label = f"drained: {machines(drained.sum())}"
+        ax.scatter(lon[drained], lat[drained], s=18, c="black", marker="x", label=label, zorder=2)
     for k, placement in enumerate(placed):
         colour = palette[k % len(palette)]
         members = [m for m in placement.nodes if located[m]]
