@@ -50,6 +50,7 @@ import posixpath
 import shutil
 import tempfile
 import time
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -166,6 +167,8 @@ class Tracking:
     registered_model: str
 
 
+SETTINGS_FILE = "settings.json"  # the settings the model's features are built with
+FEATURE_SECTIONS = ("hardware", "graph")
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"  # the experiment's kind in MLflow's UI
 UI_VIEW = "workflowType=machine_learning"  # the UI's query that opens its model-training view
 MODEL_TRAINING = "custom_model_development"  # the UI's "Model training" view
@@ -303,6 +306,43 @@ def _number(value: object, what: str) -> float:
         return float(value)  # type: ignore[arg-type]  # also 0-d tensors and numpy scalars
     except (TypeError, ValueError):
         raise TypeError(f"{what}: expected a number, got {value!r}") from None
+
+
+def _save_pyfunc(path: Path, plain: Path) -> None:
+    """An MLflow pyfunc model at `path` (`hulk.serving`, saved as code: nothing pickled) whose
+    artifacts are the weights, config and feature settings in `plain`."""
+    import importlib.metadata
+
+    # Pinned to what trained the model; explicit, so MLflow does not load the model in a
+    # subprocess to guess them.
+    packages = ("mlflow", "torch", "torch-geometric", "numpy", "pandas", "pydantic", "networkx")
+    requirements = [f"{name}=={importlib.metadata.version(name)}" for name in packages]
+    requirements += [f"PyYAML=={importlib.metadata.version('PyYAML')}"]
+    with warnings.catch_warnings():
+        # MLflow reads predict's type hints as a schema and warns about them; the model's
+        # schema is `hulk.serving.signature()`.
+        warnings.filterwarnings("ignore", message=".*type hint", category=UserWarning)
+        _save(path, plain, requirements)
+
+
+def _save(path: Path, plain: Path, requirements: list[str]) -> None:
+    import mlflow.pyfunc
+
+    from hulk import serving
+
+    mlflow.pyfunc.save_model(
+        path=str(path),
+        python_model=serving.__file__,
+        artifacts={
+            "state_dict": str(plain / STATE_DICT_FILE),
+            "config": str(plain / CONFIG_FILE),
+            "settings": str(plain / SETTINGS_FILE),
+        },
+        code_paths=[str(Path(serving.__file__).parent)],
+        signature=serving.signature(),
+        input_example=serving.input_example(),
+        pip_requirements=requirements,
+    )
 
 
 def _history_metrics(
@@ -452,10 +492,17 @@ def log_training_run(
             )
             with tempfile.TemporaryDirectory(prefix="hulk-run-") as tmp:
                 staging = Path(tmp)
+                plain = staging / "plain"
+                plain.mkdir()
+                torch.save(weights, plain / STATE_DICT_FILE)
+                (plain / CONFIG_FILE).write_text(config_text, encoding="utf-8")
+                features = {key: settings.model_dump(mode="json")[key] for key in FEATURE_SECTIONS}
+                (plain / SETTINGS_FILE).write_text(json.dumps(features, indent=2) + "\n")
                 model_dir = staging / MODEL_DIR
-                model_dir.mkdir()
-                torch.save(weights, model_dir / STATE_DICT_FILE)
-                (model_dir / CONFIG_FILE).write_text(config_text, encoding="utf-8")
+                _save_pyfunc(model_dir, plain)  # MLflow's model files; Hulk's beside them
+                for file in plain.iterdir():
+                    shutil.move(file, model_dir / file.name)
+                plain.rmdir()
                 digest = sha256_file(model_dir / STATE_DICT_FILE)
                 for target, source in files.items():
                     (staging / target).parent.mkdir(parents=True, exist_ok=True)

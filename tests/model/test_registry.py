@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
@@ -190,7 +191,7 @@ def test_load_by_alias_gives_the_identical_tensors(history: History) -> None:
     assert info.version == 3 and torch.equal(challenger["weight"], expected["weight"])
 
 
-def test_models_alias_uri_downloads_the_plain_files(history: History, tmp_path: Path) -> None:
+def test_models_alias_uri_downloads_the_version_files(history: History, tmp_path: Path) -> None:
     import mlflow.artifacts
 
     with registry.tracking(history.settings):
@@ -199,7 +200,9 @@ def test_models_alias_uri_downloads_the_plain_files(history: History, tmp_path: 
                 artifact_uri="models:/hulk-gnn@champion", dst_path=str(tmp_path)
             )
         )
-    assert sorted(p.name for p in local.iterdir()) == ["config.json", "state_dict.pt"]
+    names = {p.name for p in local.iterdir()}
+    assert {"config.json", "state_dict.pt", "settings.json"} <= names  # Hulk's own files
+    assert {"MLmodel", "requirements.txt", "input_example.json"} <= names  # and MLflow's
     assert json.loads((local / "config.json").read_text())["seed"] == 3
 
 
@@ -227,7 +230,8 @@ def test_artifacts_are_present(history: History) -> None:
         plots = {a.path for a in client.list_artifacts(run_id, "plots")}
         local = Path(client.download_artifacts(run_id, "fleet_map.png"))
     assert top == {"model", "plots", "fleet_map.png"}
-    assert model == {"model/state_dict.pt", "model/config.json"}
+    assert {"model/state_dict.pt", "model/config.json", "model/settings.json"} <= model
+    assert "model/MLmodel" in model
     assert plots == {"plots/learning_curves.png"}
     assert local.read_bytes() == PLOT
     folder = registry.artifact_location(history.settings)
@@ -386,3 +390,46 @@ def test_the_ui_link_opens_the_model_training_view(history: History, tmp_path: P
     fresh = Settings(data_dir=tmp_path)  # nothing trained: the list, and no database made
     assert registry.ui_runs_url(fresh).endswith("/#/experiments?workflowType=machine_learning")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_version_loads_as_an_mlflow_pyfunc_model_and_predicts(tmp_path: Path) -> None:
+    import mlflow.pyfunc
+
+    from hulk.corpus import encode_inputs
+    from hulk.jobs import parse_jobs
+    from hulk.model import HulkGNN, ModelConfig
+    from hulk.serving import fleet_probabilities, input_example
+
+    settings = Settings(data_dir=tmp_path)
+    example = input_example()
+    inputs, _ = encode_inputs(
+        pd.DataFrame(example["inventory"]),
+        pd.DataFrame(example["links"]),
+        parse_jobs({"jobs": example["jobs"]}),
+        settings,
+    )
+    torch.manual_seed(0)
+    model = HulkGNN(
+        ModelConfig(
+            node_features=inputs["x"].shape[1],
+            edge_features=inputs["edge_attr"].shape[1],
+            job_features=inputs["jobs"].shape[1],
+            hidden=8,
+            layers=1,
+        )
+    )
+    version = registry.log_training_run(
+        settings, {}, [], {}, state_dict=model.state_dict(), config=model.config.to_dict()
+    )
+    with registry.tracking(settings):
+        loaded = mlflow.pyfunc.load_model(f"models:/hulk-gnn/{version.version}")
+        assert loaded.metadata.signature is not None
+        predicted = loaded.predict(example)
+    assert list(predicted.columns) == ["node_id", "job", "probability"]
+    assert sorted(set(predicted["job"])) == ["BERT-large", "idle"]
+    by_machine = predicted.groupby("node_id")["probability"].sum()
+    assert by_machine.to_numpy() == pytest.approx([1.0, 1.0])
+    expected = fleet_probabilities(model, input_example(), settings)
+    assert predicted["probability"].to_numpy() == pytest.approx(expected["probability"].to_numpy())
+    with pytest.raises(Exception, match="jobs"):
+        loaded.predict({"inventory": example["inventory"], "links": example["links"]})
