@@ -308,6 +308,34 @@ def _number(value: object, what: str) -> float:
         raise TypeError(f"{what}: expected a number, got {value!r}") from None
 
 
+def source_tags() -> dict[str, str]:
+    """MLflow's source tags for a run made by this code: the entry point and, in a git
+    checkout, the commit (the UI links a run to it; empty when git or the checkout is absent,
+    e.g. an installed wheel)."""
+    import subprocess
+    import sys
+
+    tags = {
+        "mlflow.source.type": "LOCAL",
+        "mlflow.source.name": Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "hulk",
+    }
+    root = Path(__file__).resolve().parents[1]
+    try:
+        found = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return tags
+    commit = found.stdout.strip()
+    if found.returncode == 0 and len(commit) == 40:
+        tags["mlflow.source.git.commit"] = commit
+    return tags
+
+
 def _save_pyfunc(path: Path, plain: Path) -> None:
     """An MLflow pyfunc model at `path` (`hulk.serving`, saved as code: nothing pickled) whose
     artifacts are the weights, config and feature settings in `plain`."""
@@ -467,7 +495,7 @@ def log_training_run(
         if not PurePosixPath(target).suffix:
             target += source.suffix
         files[target] = source
-    tag_values = {str(key): str(value) for key, value in (tags or {}).items()}
+    tag_values = {**source_tags(), **{str(key): str(value) for key, value in (tags or {}).items()}}
     flat_params = _flatten(params)
 
     import torch

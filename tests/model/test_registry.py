@@ -433,3 +433,19 @@ def test_a_version_loads_as_an_mlflow_pyfunc_model_and_predicts(tmp_path: Path) 
     assert predicted["probability"].to_numpy() == pytest.approx(expected["probability"].to_numpy())
     with pytest.raises(Exception, match="jobs"):
         loaded.predict({"inventory": example["inventory"], "links": example["links"]})
+
+
+def test_runs_name_their_source_and_commit(history: History) -> None:
+    import subprocess
+
+    root = Path(registry.__file__).resolve().parents[1]
+    found = subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, check=False
+    )
+    with registry.tracking(history.settings) as track:
+        tags = track.client.get_run(history.versions[0].run_id).data.tags
+    assert tags["mlflow.source.type"] == "LOCAL" and tags["mlflow.source.name"]
+    if found.returncode == 0:  # a checkout: the run names its commit
+        assert tags["mlflow.source.git.commit"] == found.stdout.strip()
+    else:
+        assert "mlflow.source.git.commit" not in tags
