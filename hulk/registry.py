@@ -308,6 +308,31 @@ def _number(value: object, what: str) -> float:
         raise TypeError(f"{what}: expected a number, got {value!r}") from None
 
 
+@dataclass(frozen=True)
+class TrainingData:
+    """A dataset a model was trained on, as MLflow records it on the run."""
+
+    name: str  # e.g. "corpus", "fleet-samples"
+    location: str  # a path or URI
+    sha256: str  # of its content; MLflow keeps the first 32 hex digits as the digest
+
+
+def _dataset_input(data: TrainingData) -> Any:
+    from mlflow.data.dataset_source_registry import resolve_dataset_source
+    from mlflow.data.meta_dataset import MetaDataset
+    from mlflow.entities import DatasetInput, InputTag
+
+    with warnings.catch_warnings():  # a local path reads as two equal kinds of source
+        warnings.simplefilter("ignore", UserWarning)
+        source = resolve_dataset_source(data.location)
+    # MLflow's own class for a dataset known by source and digest only (its stubs mark a
+    # property abstract that it does define).
+    dataset = MetaDataset(source, name=data.name, digest=data.sha256[:32])  # type: ignore[abstract]
+    return DatasetInput(
+        dataset._to_mlflow_entity(), tags=[InputTag("mlflow.data.context", "training")]
+    )
+
+
 def source_tags() -> dict[str, str]:
     """MLflow's source tags for a run made by this code: the entry point and, in a git
     checkout, the commit (the UI links a run to it; empty when git or the checkout is absent,
@@ -454,6 +479,7 @@ def log_training_run(
     artifacts: Mapping[str, str | Path] | None = None,
     tags: Mapping[str, object] | None = None,
     run_name: str | None = None,
+    datasets: Sequence[TrainingData] = (),
 ) -> RegisteredVersion:
     """Log one training run, register its model as a new version and make it the challenger.
 
@@ -471,6 +497,8 @@ def log_training_run(
             A name without a suffix gets the file's (``{"fleet_map": "x.png"}`` → fleet_map.png).
         tags: Set on the run and on the new model version (values as strings).
         run_name: The run's name in the UI (MLflow makes one up when None).
+        datasets: What the model was trained on, logged as the run's dataset inputs (the
+            UI's "Datasets" column): a name, where it lives and its content hash.
 
     Returns:
         The new version number and the run id. Everything is checked before the run is
@@ -518,6 +546,8 @@ def log_training_run(
                 params=[Param(key, value) for key, value in flat_params.items()],
                 synchronous=True,
             )
+            if datasets:
+                client.log_inputs(run_id, datasets=[_dataset_input(d) for d in datasets])
             with tempfile.TemporaryDirectory(prefix="hulk-run-") as tmp:
                 staging = Path(tmp)
                 plain = staging / "plain"

@@ -72,6 +72,12 @@ def test_nightly_runs_every_step_and_publishes(first_run: dict) -> None:
     assert done["train"]["version"] == 1 and done["train"]["promoted"] is True
     assert done["train"]["start"] == "prior"
     assert registry.champion_exists(settings) and latest["strategy"] == "gnn"
+    # The training run names what it was trained on: the corpus and the fleet's own samples.
+    with registry.tracking(settings) as track:
+        inputs = track.client.get_run(done["train"]["run_id"]).inputs.dataset_inputs
+    digests = {i.dataset.name: i.dataset.digest for i in inputs}
+    assert set(digests) == {"corpus", "fleet-samples"}
+    assert digests["corpus"] == manifest["sha256"][:32]
     # Metrics of every step for DVC, with the published makespan.
     metrics = data / "metrics"
     for name in STEPS:

@@ -449,3 +449,23 @@ def test_runs_name_their_source_and_commit(history: History) -> None:
         assert tags["mlflow.source.git.commit"] == found.stdout.strip()
     else:
         assert "mlflow.source.git.commit" not in tags
+
+
+def test_the_training_data_is_logged_as_the_runs_dataset_input(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path)
+    corpus = registry.TrainingData("corpus", str(tmp_path / "corpus.pt"), "ab" * 32)
+    version = registry.log_training_run(
+        settings,
+        {},
+        [],
+        {},
+        state_dict=_linear(0).state_dict(),
+        config={"seed": 0},
+        datasets=[corpus],
+    )
+    with registry.tracking(settings) as track:
+        inputs = track.client.get_run(version.run_id).inputs.dataset_inputs
+    (logged,) = inputs
+    assert logged.dataset.name == "corpus" and logged.dataset.digest == "ab" * 16
+    assert str(tmp_path / "corpus.pt") in logged.dataset.source
+    assert {(tag.key, tag.value) for tag in logged.tags} == {("mlflow.data.context", "training")}
