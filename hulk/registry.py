@@ -180,10 +180,11 @@ def _client(uri: str) -> MlflowClient:
     return MlflowClient(tracking_uri=uri, registry_uri=uri)
 
 
-def _ensure_experiment(client: MlflowClient, settings: Settings) -> str:
+def _ensure_experiment(client: MlflowClient, settings: Settings, name: str | None = None) -> str:
+    """The id of experiment `name` (default: the training experiment), created if needed."""
     from mlflow.exceptions import MlflowException
 
-    name = settings.mlflow.experiment
+    name = settings.mlflow.experiment if name is None else name
     experiment = client.get_experiment_by_name(name)
     if experiment is None:
         # The artifact folder is ours to choose only for a local database; a tracking server
@@ -918,9 +919,10 @@ def log_placements(
 ) -> str:
     """Attach a published placements file to MLflow as an artifact of an ``assignment`` run.
 
-    One run per published file in the experiment (tag ``hulk.kind=assignment``), named after
-    the placements' run id, with its strategy, model version and makespan, so the UI lists what
-    was published beside the training runs that made the model. `extra_files` (name in the run
+    One run per published file in the experiment ``mlflow.assignment_experiment`` (tag
+    ``hulk.kind=assignment``), named after the placements' run id, with its strategy, model
+    version and makespan: what was published, in its own list (96 runs a day would bury the
+    training runs in theirs). `extra_files` (name in the run
     → file, e.g. the flow's markdown table) are attached too. Returns the MLflow run id.
     """
     from mlflow.entities import Metric, Param, RunStatus
@@ -948,9 +950,8 @@ def log_placements(
     makespan = doc.get("makespan_s")
     with tracking(settings) as track:
         client = track.client
-        run = client.create_run(
-            track.experiment_id, tags=tags, run_name=f"assign-{doc.get('run_id')}"
-        )
+        experiment_id = _ensure_experiment(client, settings, settings.mlflow.assignment_experiment)
+        run = client.create_run(experiment_id, tags=tags, run_name=f"assign-{doc.get('run_id')}")
         try:
             now = int(time.time() * 1000)
             metrics = []

@@ -46,7 +46,7 @@ def _assignment_runs(settings) -> list:
 
     uri = registry.tracking_uri(settings)
     client = MlflowClient(tracking_uri=uri, registry_uri=uri)
-    experiment = client.get_experiment_by_name(settings.mlflow.experiment)
+    experiment = client.get_experiment_by_name(settings.mlflow.assignment_experiment)
     return client.search_runs(
         [experiment.experiment_id], filter_string=f"tags.`{registry.TAG_KIND}` = 'assignment'"
     )
@@ -98,6 +98,12 @@ def test_nightly_runs_every_step_and_publishes(first_run: dict) -> None:
     )
     runs = _assignment_runs(settings)
     assert [r.data.tags["hulk.placements.run_id"] for r in runs] == [latest["run_id"]]
+    with registry.tracking(settings) as track:  # the training experiment has training only
+        kinds = {
+            r.data.tags.get(registry.TAG_KIND)
+            for r in track.client.search_runs([track.experiment_id])
+        }
+    assert "assignment" not in kinds
 
 
 def test_assign_flow_publishes_again_with_artifacts(first_run: dict) -> None:
