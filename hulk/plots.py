@@ -21,6 +21,8 @@ from hulk.cost import Fleet
 from hulk.evaluate import Evaluation, evaluate_job, plot_costs
 from hulk.placements import JobPlacement
 
+CITY_LABELS = 25  # cities named on the fleet map, most machines first
+
 
 def cost_bars(
     placements: Sequence[JobPlacement], fleet: Fleet, strategy: str, path: Path, title: str
@@ -73,8 +75,13 @@ def fleet_map(
         owner[list(placement.nodes)] = k
     idle = located & (owner < 0) & fleet.active
     drained = located & ~fleet.active
-    ax.scatter(lon[idle], lat[idle], s=14, c="#c8c8c8", label="idle", zorder=2)
-    ax.scatter(lon[drained], lat[drained], s=18, c="black", marker="x", label="drained", zorder=2)
+    if idle.any():
+        ax.scatter(
+            lon[idle], lat[idle], s=14, c="#c8c8c8", label=f"idle: {machines(idle.sum())}", zorder=2
+        )
+    if drained.any():
+        label = f"drained: {machines(drained.sum())}"
+        ax.scatter(lon[drained], lat[drained], s=18, c="black", marker="x", label=label, zorder=2)
     for k, placement in enumerate(placed):
         colour = palette[k % len(palette)]
         members = [m for m in placement.nodes if located[m]]
@@ -96,17 +103,47 @@ def fleet_map(
             c=colour,
             edgecolors="black",
             linewidths=0.4,
-            label=f"{placement.job.name}: {len(placement.nodes)} machines, {seconds:.3g} s/iter",
+            label=f"{placement.job.name}: {machines(len(placement.nodes))}, {seconds:.3g} s/iter",
             zorder=3,
         )
+    _label_cities(ax, frame.reindex(fleet.node_ids), CITY_LABELS)
     missing = int((~located).sum())
-    suffix = f" ({missing} machines without a location not drawn)" if missing else ""
+    suffix = f" ({machines(missing)} without a location not drawn)" if missing else ""
     ax.set(xlabel="longitude", ylabel="latitude", title=title + suffix)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     with fileio.atomic_path(path) as tmp:
         figure.savefig(tmp, format="png", dpi=110)
     return path
+
+
+def machines(count: int) -> str:
+    """ "1 machine", "12 machines"."""
+    count = int(count)
+    return f"{count} machine" if count == 1 else f"{count} machines"
+
+
+def _label_cities(ax, frame: pd.DataFrame, most: int) -> None:
+    """Name the `most` cities with the most machines at their location (a map of thousands
+    of machines over a hundred cities would be unreadable with every name)."""
+    if "city" not in frame.columns:
+        return
+    located = frame.dropna(subset=["lon", "lat"])
+    by_city = located.groupby("city", sort=True).agg(
+        lon=("lon", "mean"), lat=("lat", "mean"), count=("lon", "size")
+    )
+    biggest = by_city.sort_values("count", ascending=False, kind="stable").head(most)
+    for city, row in biggest.iterrows():
+        ax.annotate(
+            f"{city} ({int(row['count'])})",
+            (row["lon"], row["lat"]),
+            xytext=(0, 9),
+            textcoords="offset points",
+            ha="center",
+            fontsize=6,
+            color="#404040",
+            zorder=4,
+        )
 
 
 def _spread(lon: np.ndarray, lat: np.ndarray, radius: float = 0.6) -> tuple[np.ndarray, np.ndarray]:

@@ -26,7 +26,9 @@ To browse runs, metrics, plots and versions, run from the project root::
 
     mlflow ui --backend-store-uri sqlite:///data/mlruns.db --workers 1
 
-and open http://127.0.0.1:5000 (model versions: the "Models" page, hulk-gnn). `ui_command`
+and open the link `ui_runs_url` gives (http://127.0.0.1:5000/#/experiments/<id>?workflowType=
+machine_learning: MLflow 3's UI otherwise starts on its GenAI pages; model versions: the
+"Models" page, hulk-gnn). `ui_command`
 gives the same command with the absolute path of the configured backend, whatever the current
 directory. One worker is plenty for one person; MLflow 3's default (4 workers, plus a job runner
 with several consumers for server-side GenAI jobs) takes about a minute to answer on a 2-core
@@ -48,6 +50,7 @@ import posixpath
 import shutil
 import tempfile
 import time
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -135,6 +138,20 @@ def ui_command(settings: Settings) -> str:
     return f"mlflow ui --backend-store-uri {tracking_uri(settings)} --workers 1"
 
 
+def ui_runs_url(settings: Settings, base: str = "http://127.0.0.1:5000") -> str:
+    """The UI's page of Hulk's training runs, in its model-training view.
+
+    MLflow 3's UI keeps one view for all experiments in the browser's storage and starts on
+    GenAI (traces); the ``workflowType`` parameter opens the model-training view (runs,
+    charts, models). Without the experiment yet (nothing trained), the experiments list.
+    """
+    path = sqlite_path(settings)
+    if path is not None and not path.exists():
+        return f"{base}/#/experiments?{UI_VIEW}"
+    with tracking(settings) as track:
+        return f"{base}/#/experiments/{track.experiment_id}?{UI_VIEW}"
+
+
 # --------------------------------------------------------------------------------------------
 # The tracking context
 # --------------------------------------------------------------------------------------------
@@ -150,16 +167,24 @@ class Tracking:
     registered_model: str
 
 
+SETTINGS_FILE = "settings.json"  # the settings the model's features are built with
+FEATURE_SECTIONS = ("hardware", "graph")
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"  # the experiment's kind in MLflow's UI
+UI_VIEW = "workflowType=machine_learning"  # the UI's query that opens its model-training view
+MODEL_TRAINING = "custom_model_development"  # the UI's "Model training" view
+
+
 def _client(uri: str) -> MlflowClient:
     from mlflow import MlflowClient
 
     return MlflowClient(tracking_uri=uri, registry_uri=uri)
 
 
-def _ensure_experiment(client: MlflowClient, settings: Settings) -> str:
+def _ensure_experiment(client: MlflowClient, settings: Settings, name: str | None = None) -> str:
+    """The id of experiment `name` (default: the training experiment), created if needed."""
     from mlflow.exceptions import MlflowException
 
-    name = settings.mlflow.experiment
+    name = settings.mlflow.experiment if name is None else name
     experiment = client.get_experiment_by_name(name)
     if experiment is None:
         # The artifact folder is ours to choose only for a local database; a tracking server
@@ -170,12 +195,14 @@ def _ensure_experiment(client: MlflowClient, settings: Settings) -> str:
             folder.mkdir(parents=True, exist_ok=True)
             location = folder.as_uri()
         try:
-            return client.create_experiment(name, artifact_location=location)
+            client.create_experiment(
+                name, artifact_location=location, tags={EXPERIMENT_KIND_TAG: MODEL_TRAINING}
+            )
         except MlflowException as exc:  # another process created it meanwhile
             if exc.error_code != "RESOURCE_ALREADY_EXISTS":
                 raise
-            experiment = client.get_experiment_by_name(name)
-            assert experiment is not None
+        experiment = client.get_experiment_by_name(name)
+        assert experiment is not None
     if experiment.lifecycle_stage != "active":
         raise InputError(
             None,
@@ -184,6 +211,10 @@ def _ensure_experiment(client: MlflowClient, settings: Settings) -> str:
             f"(`mlflow experiments restore --experiment-id {experiment.experiment_id}`) or "
             "name another experiment in params.yaml (mlflow.experiment)",
         )
+    if EXPERIMENT_KIND_TAG not in experiment.tags:
+        # Without the tag MLflow 3's UI opens an experiment on its GenAI pages (traces, "No
+        # data"); Hulk's runs are model training. A kind a user chose in the UI is kept.
+        client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, MODEL_TRAINING)
     return experiment.experiment_id
 
 
@@ -278,8 +309,100 @@ def _number(value: object, what: str) -> float:
         raise TypeError(f"{what}: expected a number, got {value!r}") from None
 
 
-def _history_metrics(history: Sequence[Mapping[str, object]]) -> list[tuple[str, float, int]]:
-    """(key, value, step) per epoch; the step is the row's "epoch", else its index."""
+@dataclass(frozen=True)
+class TrainingData:
+    """A dataset a model was trained on, as MLflow records it on the run."""
+
+    name: str  # e.g. "corpus", "fleet-samples"
+    location: str  # a path or URI
+    sha256: str  # of its content; MLflow keeps the first 32 hex digits as the digest
+
+
+def _dataset_input(data: TrainingData) -> Any:
+    from mlflow.data.dataset_source_registry import resolve_dataset_source
+    from mlflow.data.meta_dataset import MetaDataset
+    from mlflow.entities import DatasetInput, InputTag
+
+    with warnings.catch_warnings():  # a local path reads as two equal kinds of source
+        warnings.simplefilter("ignore", UserWarning)
+        source = resolve_dataset_source(data.location)
+    # MLflow's own class for a dataset known by source and digest only (its stubs mark a
+    # property abstract that it does define).
+    dataset = MetaDataset(source, name=data.name, digest=data.sha256[:32])  # type: ignore[abstract]
+    return DatasetInput(
+        dataset._to_mlflow_entity(), tags=[InputTag("mlflow.data.context", "training")]
+    )
+
+
+def source_tags() -> dict[str, str]:
+    """MLflow's source tags for a run made by this code: the entry point and, in a git
+    checkout, the commit (the UI links a run to it; empty when git or the checkout is absent,
+    e.g. an installed wheel)."""
+    import subprocess
+    import sys
+
+    tags = {
+        "mlflow.source.type": "LOCAL",
+        "mlflow.source.name": Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "hulk",
+    }
+    root = Path(__file__).resolve().parents[1]
+    try:
+        found = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return tags
+    commit = found.stdout.strip()
+    if found.returncode == 0 and len(commit) == 40:
+        tags["mlflow.source.git.commit"] = commit
+    return tags
+
+
+def _save_pyfunc(path: Path, plain: Path) -> None:
+    """An MLflow pyfunc model at `path` (`hulk.serving`, saved as code: nothing pickled) whose
+    artifacts are the weights, config and feature settings in `plain`."""
+    import importlib.metadata
+
+    # Pinned to what trained the model; explicit, so MLflow does not load the model in a
+    # subprocess to guess them.
+    packages = ("mlflow", "torch", "torch-geometric", "numpy", "pandas", "pydantic", "networkx")
+    requirements = [f"{name}=={importlib.metadata.version(name)}" for name in packages]
+    requirements += [f"PyYAML=={importlib.metadata.version('PyYAML')}"]
+    with warnings.catch_warnings():
+        # MLflow reads predict's type hints as a schema and warns about them; the model's
+        # schema is `hulk.serving.signature()`.
+        warnings.filterwarnings("ignore", message=".*type hint", category=UserWarning)
+        _save(path, plain, requirements)
+
+
+def _save(path: Path, plain: Path, requirements: list[str]) -> None:
+    import mlflow.pyfunc
+
+    from hulk import serving
+
+    mlflow.pyfunc.save_model(
+        path=str(path),
+        python_model=serving.__file__,
+        artifacts={
+            "state_dict": str(plain / STATE_DICT_FILE),
+            "config": str(plain / CONFIG_FILE),
+            "settings": str(plain / SETTINGS_FILE),
+        },
+        code_paths=[str(Path(serving.__file__).parent)],
+        signature=serving.signature(),
+        input_example=serving.input_example(),
+        pip_requirements=requirements,
+    )
+
+
+def _history_metrics(
+    history: Sequence[Mapping[str, object]],
+) -> list[tuple[str, float, int, int]]:
+    """(key, value, step, row index) per epoch; the step is the row's "epoch", else its index."""
     rows = []
     for index, row in enumerate(history):
         step = row.get("epoch", index)
@@ -287,8 +410,29 @@ def _history_metrics(history: Sequence[Mapping[str, object]]) -> list[tuple[str,
             raise TypeError(f"history[{index}].epoch: expected an int, got {step!r}")
         for key, value in row.items():
             if key != "epoch":
-                rows.append((key, _number(value, f"history[{index}].{key}"), step))
+                rows.append((key, _number(value, f"history[{index}].{key}"), step, index))
     return rows
+
+
+def _seconds(row: Mapping[str, object]) -> float:
+    """An epoch's wall time from its history row (0 when it has none)."""
+    value = row.get("seconds")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return 0.0
+    return max(float(value), 0.0)
+
+
+def _epoch_end_ms(history: Sequence[Mapping[str, object]], logged_at: int) -> list[int]:
+    """When each epoch ended (ms since the epoch of Unix time), for a run logged at
+    `logged_at` right after training: back from there by the rows' "seconds" (each epoch's
+    wall time), so the UI's time axis and the run's duration show the training as it went.
+    Rows without "seconds" count as instantaneous."""
+    ends, elapsed = [], 0.0
+    for row in history:
+        elapsed += _seconds(row)
+        ends.append(elapsed)
+    total = elapsed
+    return [logged_at - round((total - end) * 1000) for end in ends]
 
 
 def _check_state_dict(state_dict: Mapping[str, object]) -> dict[str, torch.Tensor]:
@@ -336,6 +480,7 @@ def log_training_run(
     artifacts: Mapping[str, str | Path] | None = None,
     tags: Mapping[str, object] | None = None,
     run_name: str | None = None,
+    datasets: Sequence[TrainingData] = (),
 ) -> RegisteredVersion:
     """Log one training run, register its model as a new version and make it the challenger.
 
@@ -353,6 +498,8 @@ def log_training_run(
             A name without a suffix gets the file's (``{"fleet_map": "x.png"}`` → fleet_map.png).
         tags: Set on the run and on the new model version (values as strings).
         run_name: The run's name in the UI (MLflow makes one up when None).
+        datasets: What the model was trained on, logged as the run's dataset inputs (the
+            UI's "Datasets" column): a name, where it lives and its content hash.
 
     Returns:
         The new version number and the run id. Everything is checked before the run is
@@ -363,7 +510,7 @@ def log_training_run(
     # Check everything first, so that a mistake leaves no half-logged run behind.
     series = _history_metrics(history)
     finals = {key: _number(value, f"metrics.{key}") for key, value in metrics.items()}
-    clash = sorted({key for key, _, _ in series} & finals.keys())
+    clash = sorted({key for key, _, _, _ in series} & finals.keys())
     if clash:
         raise ValueError(f"metrics {clash} are both per-epoch (history) and final (metrics)")
     weights = _check_state_dict(state_dict)
@@ -377,18 +524,22 @@ def log_training_run(
         if not PurePosixPath(target).suffix:
             target += source.suffix
         files[target] = source
-    tag_values = {str(key): str(value) for key, value in (tags or {}).items()}
+    tag_values = {**source_tags(), **{str(key): str(value) for key, value in (tags or {}).items()}}
     flat_params = _flatten(params)
 
     import torch
 
     with tracking(settings) as track:
         client = track.client
-        run = client.create_run(track.experiment_id, tags=tag_values, run_name=run_name)
+        now = int(time.time() * 1000)
+        ends = _epoch_end_ms(history, now)
+        started = ends[0] - round(_seconds(history[0]) * 1000) if history else now
+        run = client.create_run(
+            track.experiment_id, start_time=started, tags=tag_values, run_name=run_name
+        )
         run_id = run.info.run_id
         try:
-            now = int(time.time() * 1000)
-            logged = [Metric(key, value, now, step) for key, value, step in series]
+            logged = [Metric(key, value, ends[row], step) for key, value, step, row in series]
             logged += [Metric(key, value, now, 0) for key, value in finals.items()]
             client.log_batch(
                 run_id,
@@ -396,12 +547,21 @@ def log_training_run(
                 params=[Param(key, value) for key, value in flat_params.items()],
                 synchronous=True,
             )
+            if datasets:
+                client.log_inputs(run_id, datasets=[_dataset_input(d) for d in datasets])
             with tempfile.TemporaryDirectory(prefix="hulk-run-") as tmp:
                 staging = Path(tmp)
+                plain = staging / "plain"
+                plain.mkdir()
+                torch.save(weights, plain / STATE_DICT_FILE)
+                (plain / CONFIG_FILE).write_text(config_text, encoding="utf-8")
+                features = {key: settings.model_dump(mode="json")[key] for key in FEATURE_SECTIONS}
+                (plain / SETTINGS_FILE).write_text(json.dumps(features, indent=2) + "\n")
                 model_dir = staging / MODEL_DIR
-                model_dir.mkdir()
-                torch.save(weights, model_dir / STATE_DICT_FILE)
-                (model_dir / CONFIG_FILE).write_text(config_text, encoding="utf-8")
+                _save_pyfunc(model_dir, plain)  # MLflow's model files; Hulk's beside them
+                for file in plain.iterdir():
+                    shutil.move(file, model_dir / file.name)
+                plain.rmdir()
                 digest = sha256_file(model_dir / STATE_DICT_FILE)
                 for target, source in files.items():
                     (staging / target).parent.mkdir(parents=True, exist_ok=True)
@@ -759,9 +919,10 @@ def log_placements(
 ) -> str:
     """Attach a published placements file to MLflow as an artifact of an ``assignment`` run.
 
-    One run per published file in the experiment (tag ``hulk.kind=assignment``), named after
-    the placements' run id, with its strategy, model version and makespan, so the UI lists what
-    was published beside the training runs that made the model. `extra_files` (name in the run
+    One run per published file in the experiment ``mlflow.assignment_experiment`` (tag
+    ``hulk.kind=assignment``), named after the placements' run id, with its strategy, model
+    version and makespan: what was published, in its own list (96 runs a day would bury the
+    training runs in theirs). `extra_files` (name in the run
     → file, e.g. the flow's markdown table) are attached too. Returns the MLflow run id.
     """
     from mlflow.entities import Metric, Param, RunStatus
@@ -789,9 +950,8 @@ def log_placements(
     makespan = doc.get("makespan_s")
     with tracking(settings) as track:
         client = track.client
-        run = client.create_run(
-            track.experiment_id, tags=tags, run_name=f"assign-{doc.get('run_id')}"
-        )
+        experiment_id = _ensure_experiment(client, settings, settings.mlflow.assignment_experiment)
+        run = client.create_run(experiment_id, tags=tags, run_name=f"assign-{doc.get('run_id')}")
         try:
             now = int(time.time() * 1000)
             metrics = []

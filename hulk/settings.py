@@ -402,6 +402,9 @@ class MlflowSettings(Section):
     )
     artifact_location: Annotated[Path, Field(strict=False)] = Path("mlartifacts")
     experiment: Annotated[str, Field(min_length=1)] = "hulk"
+    # Published placements (a run every 15 minutes) go to their own experiment, so they do not
+    # bury the training runs.
+    assignment_experiment: Annotated[str, Field(min_length=1)] = "hulk-assignments"
     registered_model: Annotated[str, Field(min_length=1)] = "hulk-gnn"
 
 

@@ -22,7 +22,7 @@ import hashlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -62,6 +62,9 @@ class TrainSummary(Summary):
             **self.metrics,
         }
 
+
+if TYPE_CHECKING:
+    from hulk.registry import TrainingData
 
 GATE_METRIC = "gate_score"
 PARTS = ("fleet", "synthetic")  # the evaluation set's parts
@@ -223,6 +226,7 @@ def finetune(
         artifacts=artifacts,
         tags={"hulk.eval_set": eval_set, "hulk.start": start_name},
         run_name=f"finetune-seed{seed}",
+        datasets=_training_data(settings, corpus.manifest["sha256"], labelled),
     )
 
     def figures(values: dict[str, float]) -> dict[str, float]:
@@ -288,6 +292,20 @@ def current_fleet_plots(
             title=f"Upcoming jobs placed by {who}: seconds per iteration",
         ),
     }
+
+
+def _training_data(settings: Settings, corpus_sha256: str, labelled: list) -> list[TrainingData]:
+    """The run's dataset inputs: the corpus (replayed) and the fleet's own samples trained on,
+    each by its content hash."""
+    from hulk.registry import TrainingData
+
+    keys = sorted(s.key for s in labelled if s.role in ("train", "val"))
+    fleet_sha256 = hashlib.sha256("\n".join(keys).encode()).hexdigest()
+    labels = Path(settings.data_dir) / "labels"
+    return [
+        TrainingData("corpus", settings.corpus.path.resolve().as_posix(), corpus_sha256),
+        TrainingData("fleet-samples", labels.resolve().as_posix(), fleet_sha256),
+    ]
 
 
 def learning_curve_plot(history: list[dict], path: Path) -> Path:

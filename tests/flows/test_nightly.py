@@ -46,7 +46,7 @@ def _assignment_runs(settings) -> list:
 
     uri = registry.tracking_uri(settings)
     client = MlflowClient(tracking_uri=uri, registry_uri=uri)
-    experiment = client.get_experiment_by_name(settings.mlflow.experiment)
+    experiment = client.get_experiment_by_name(settings.mlflow.assignment_experiment)
     return client.search_runs(
         [experiment.experiment_id], filter_string=f"tags.`{registry.TAG_KIND}` = 'assignment'"
     )
@@ -72,6 +72,12 @@ def test_nightly_runs_every_step_and_publishes(first_run: dict) -> None:
     assert done["train"]["version"] == 1 and done["train"]["promoted"] is True
     assert done["train"]["start"] == "prior"
     assert registry.champion_exists(settings) and latest["strategy"] == "gnn"
+    # The training run names what it was trained on: the corpus and the fleet's own samples.
+    with registry.tracking(settings) as track:
+        inputs = track.client.get_run(done["train"]["run_id"]).inputs.dataset_inputs
+    digests = {i.dataset.name: i.dataset.digest for i in inputs}
+    assert set(digests) == {"corpus", "fleet-samples"}
+    assert digests["corpus"] == manifest["sha256"][:32]
     # Metrics of every step for DVC, with the published makespan.
     metrics = data / "metrics"
     for name in STEPS:
@@ -92,6 +98,12 @@ def test_nightly_runs_every_step_and_publishes(first_run: dict) -> None:
     )
     runs = _assignment_runs(settings)
     assert [r.data.tags["hulk.placements.run_id"] for r in runs] == [latest["run_id"]]
+    with registry.tracking(settings) as track:  # the training experiment has training only
+        kinds = {
+            r.data.tags.get(registry.TAG_KIND)
+            for r in track.client.search_runs([track.experiment_id])
+        }
+    assert "assignment" not in kinds
 
 
 def test_assign_flow_publishes_again_with_artifacts(first_run: dict) -> None:

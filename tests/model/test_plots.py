@@ -43,3 +43,22 @@ def test_cost_bars_of_placements_not_yet_written(settings: Settings, tmp_path: P
     fleet, placements = _placements(settings)
     path = cost_bars(placements, fleet, "gnn", tmp_path / "bars.png", "GNN")
     assert path.read_bytes()[:8] == PNG and path.stat().st_size > 10_000
+
+
+def test_the_map_counts_right_and_names_the_biggest_cities(settings: Settings) -> None:
+    from matplotlib.figure import Figure
+
+    from hulk.plots import _label_cities, machines
+
+    assert machines(1) == "1 machine" and machines(0) == "0 machines"
+    assert machines(np.int64(47)) == "47 machines"
+    frame = pd.DataFrame(
+        {
+            "city": ["Berlin", "Berlin", "Tokyo", "Oslo", "Nowhere"],
+            "lat": [52.5, 52.5, 35.7, 59.9, None],
+            "lon": [13.4, 13.4, 139.7, 10.7, None],
+        }
+    )
+    ax = Figure().add_subplot()
+    _label_cities(ax, frame, most=2)
+    assert [text.get_text() for text in ax.texts] == ["Berlin (2)", "Oslo (1)"]

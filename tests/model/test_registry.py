@@ -9,12 +9,14 @@ hulk.registry has switched MLflow's telemetry off (it is decided when mlflow is 
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
@@ -189,7 +191,7 @@ def test_load_by_alias_gives_the_identical_tensors(history: History) -> None:
     assert info.version == 3 and torch.equal(challenger["weight"], expected["weight"])
 
 
-def test_models_alias_uri_downloads_the_plain_files(history: History, tmp_path: Path) -> None:
+def test_models_alias_uri_downloads_the_version_files(history: History, tmp_path: Path) -> None:
     import mlflow.artifacts
 
     with registry.tracking(history.settings):
@@ -198,7 +200,9 @@ def test_models_alias_uri_downloads_the_plain_files(history: History, tmp_path: 
                 artifact_uri="models:/hulk-gnn@champion", dst_path=str(tmp_path)
             )
         )
-    assert sorted(p.name for p in local.iterdir()) == ["config.json", "state_dict.pt"]
+    names = {p.name for p in local.iterdir()}
+    assert {"config.json", "state_dict.pt", "settings.json"} <= names  # Hulk's own files
+    assert {"MLmodel", "requirements.txt", "input_example.json"} <= names  # and MLflow's
     assert json.loads((local / "config.json").read_text())["seed"] == 3
 
 
@@ -226,7 +230,8 @@ def test_artifacts_are_present(history: History) -> None:
         plots = {a.path for a in client.list_artifacts(run_id, "plots")}
         local = Path(client.download_artifacts(run_id, "fleet_map.png"))
     assert top == {"model", "plots", "fleet_map.png"}
-    assert model == {"model/state_dict.pt", "model/config.json"}
+    assert {"model/state_dict.pt", "model/config.json", "model/settings.json"} <= model
+    assert "model/MLmodel" in model
     assert plots == {"plots/learning_curves.png"}
     assert local.read_bytes() == PLOT
     folder = registry.artifact_location(history.settings)
@@ -330,3 +335,137 @@ def test_the_gate_never_compares_figures_of_different_evaluation_sets(history: H
     promoted = registry.promote_if_better(settings, challenger, other)
     assert promoted.promoted and promoted.champion_value == 1.3
     assert _version_tags(settings, challenger.version)["hulk.promotion.eval_set"] == other
+
+
+def test_the_experiment_opens_on_the_model_training_view(history: History) -> None:
+    # MLflow 3's UI opens an experiment without a kind on its GenAI pages; Hulk's is tagged
+    # as model training, on creation and when it existed before without the tag. A kind a
+    # user picked in the UI stays.
+    settings = history.settings
+    with registry.tracking(settings) as track:
+        tags = track.client.get_experiment(track.experiment_id).tags
+        assert tags[registry.EXPERIMENT_KIND_TAG] == registry.MODEL_TRAINING
+        track.client.delete_experiment_tag(track.experiment_id, registry.EXPERIMENT_KIND_TAG)
+    with registry.tracking(settings) as track:
+        tags = track.client.get_experiment(track.experiment_id).tags
+        assert tags[registry.EXPERIMENT_KIND_TAG] == registry.MODEL_TRAINING
+        track.client.set_experiment_tag(
+            track.experiment_id, registry.EXPERIMENT_KIND_TAG, "genai_development"
+        )
+    with registry.tracking(settings) as track:
+        tags = track.client.get_experiment(track.experiment_id).tags
+        assert tags[registry.EXPERIMENT_KIND_TAG] == "genai_development"
+
+
+def test_epochs_keep_their_times_so_the_run_shows_how_long_training_took(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path)
+    seconds = [1.5, 2.0, 2.5]
+    version = registry.log_training_run(
+        settings,
+        params={},
+        history=[
+            {"epoch": epoch, "loss": 1.0 / epoch, "seconds": took}
+            for epoch, took in zip((1, 2, 3), seconds, strict=True)
+        ],
+        metrics={"test_node_accuracy": 0.8},
+        state_dict=_linear(0).state_dict(),
+        config={"seed": 0},
+    )
+    with registry.tracking(settings) as track:
+        run = track.client.get_run(version.run_id)
+        loss = sorted(track.client.get_metric_history(version.run_id, "loss"), key=lambda m: m.step)
+    ends = [m.timestamp for m in loss]
+    assert [b - a for a, b in itertools.pairwise(ends)] == [2000, 2500]
+    assert ends[0] - run.info.start_time == 1500
+    assert run.info.end_time - run.info.start_time >= 6000  # not the milliseconds of logging
+
+
+def test_the_ui_link_opens_the_model_training_view(history: History, tmp_path: Path) -> None:
+    with registry.tracking(history.settings) as track:
+        experiment_id = track.experiment_id
+    url = registry.ui_runs_url(history.settings)
+    assert url == (
+        f"http://127.0.0.1:5000/#/experiments/{experiment_id}?workflowType=machine_learning"
+    )
+    fresh = Settings(data_dir=tmp_path)  # nothing trained: the list, and no database made
+    assert registry.ui_runs_url(fresh).endswith("/#/experiments?workflowType=machine_learning")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_version_loads_as_an_mlflow_pyfunc_model_and_predicts(tmp_path: Path) -> None:
+    import mlflow.pyfunc
+
+    from hulk.corpus import encode_inputs
+    from hulk.jobs import parse_jobs
+    from hulk.model import HulkGNN, ModelConfig
+    from hulk.serving import fleet_probabilities, input_example
+
+    settings = Settings(data_dir=tmp_path)
+    example = input_example()
+    inputs, _ = encode_inputs(
+        pd.DataFrame(example["inventory"]),
+        pd.DataFrame(example["links"]),
+        parse_jobs({"jobs": example["jobs"]}),
+        settings,
+    )
+    torch.manual_seed(0)
+    model = HulkGNN(
+        ModelConfig(
+            node_features=inputs["x"].shape[1],
+            edge_features=inputs["edge_attr"].shape[1],
+            job_features=inputs["jobs"].shape[1],
+            hidden=8,
+            layers=1,
+        )
+    )
+    version = registry.log_training_run(
+        settings, {}, [], {}, state_dict=model.state_dict(), config=model.config.to_dict()
+    )
+    with registry.tracking(settings):
+        loaded = mlflow.pyfunc.load_model(f"models:/hulk-gnn/{version.version}")
+        assert loaded.metadata.signature is not None
+        predicted = loaded.predict(example)
+    assert list(predicted.columns) == ["node_id", "job", "probability"]
+    assert sorted(set(predicted["job"])) == ["BERT-large", "idle"]
+    by_machine = predicted.groupby("node_id")["probability"].sum()
+    assert by_machine.to_numpy() == pytest.approx([1.0, 1.0])
+    expected = fleet_probabilities(model, input_example(), settings)
+    assert predicted["probability"].to_numpy() == pytest.approx(expected["probability"].to_numpy())
+    with pytest.raises(Exception, match="jobs"):
+        loaded.predict({"inventory": example["inventory"], "links": example["links"]})
+
+
+def test_runs_name_their_source_and_commit(history: History) -> None:
+    import subprocess
+
+    root = Path(registry.__file__).resolve().parents[1]
+    found = subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, check=False
+    )
+    with registry.tracking(history.settings) as track:
+        tags = track.client.get_run(history.versions[0].run_id).data.tags
+    assert tags["mlflow.source.type"] == "LOCAL" and tags["mlflow.source.name"]
+    if found.returncode == 0:  # a checkout: the run names its commit
+        assert tags["mlflow.source.git.commit"] == found.stdout.strip()
+    else:
+        assert "mlflow.source.git.commit" not in tags
+
+
+def test_the_training_data_is_logged_as_the_runs_dataset_input(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path)
+    corpus = registry.TrainingData("corpus", str(tmp_path / "corpus.pt"), "ab" * 32)
+    version = registry.log_training_run(
+        settings,
+        {},
+        [],
+        {},
+        state_dict=_linear(0).state_dict(),
+        config={"seed": 0},
+        datasets=[corpus],
+    )
+    with registry.tracking(settings) as track:
+        inputs = track.client.get_run(version.run_id).inputs.dataset_inputs
+    (logged,) = inputs
+    assert logged.dataset.name == "corpus" and logged.dataset.digest == "ab" * 16
+    assert str(tmp_path / "corpus.pt") in logged.dataset.source
+    assert {(tag.key, tag.value) for tag in logged.tags} == {("mlflow.data.context", "training")}
