@@ -256,7 +256,7 @@ def _run_nightly(ctx: typer.Context, data: Path, total: float) -> None:
     from flows._common import prefect_api
     from flows.nightly import nightly as nightly_flow
     from hulk.placements import LATEST
-    from hulk.registry import ui_command
+    from hulk.registry import ui_command, ui_runs_url
 
     settings = _settings(ctx, data)
     started = time.perf_counter()
@@ -274,7 +274,7 @@ def _run_nightly(ctx: typer.Context, data: Path, total: float) -> None:
         ("cost plot", str(latest.with_suffix(".png"))),
         ("metrics", f"{data / steps.METRICS_DIR}/*.json  (dvc metrics show)"),
         ("data docs", str(data / "validation" / "docs" / "index.html")),
-        ("MLflow UI", ui_command(settings) + "  → http://127.0.0.1:5000"),
+        ("MLflow UI", f"{ui_command(settings)}  → {ui_runs_url(settings)}"),
         (
             "Prefect UI",
             f"{api.removesuffix('/api')} (this run)"
@@ -355,7 +355,7 @@ def train(
     ] = False,
 ) -> None:
     """Train the GNN on teacher-labelled fleets, evaluate, register in MLflow, promote."""
-    from hulk.registry import ui_command
+    from hulk.registry import ui_command, ui_runs_url
 
     settings = _settings(ctx, data)
     started = time.perf_counter()
@@ -375,7 +375,7 @@ def train(
         **result.summary.to_dict(),
     }
     report(result, "trained", started, figures)
-    out.print(f"    compare versions: {escape(ui_command(settings))}")
+    out.print(f"    compare versions: {escape(ui_command(settings))}, then {ui_runs_url(settings)}")
 
 
 # --- assign, evaluate, replan -------------------------------------------------------------------

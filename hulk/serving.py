@@ -65,7 +65,7 @@ with warnings.catch_warnings():
 def fleet_probabilities(model: Any, document: Any, settings: Any) -> pd.DataFrame:
     """(node_id, job, probability) rows for the fleet and jobs of `document` (a mapping of the
     three lists, or a one-row frame of them)."""
-    from hulk.corpus import encode_inputs
+    from hulk.features import encode_inputs
     from hulk.jobs import parse_jobs
     from hulk.model import predict_proba
 

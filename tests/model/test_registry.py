@@ -395,7 +395,7 @@ def test_the_ui_link_opens_the_model_training_view(history: History, tmp_path: P
 def test_a_version_loads_as_an_mlflow_pyfunc_model_and_predicts(tmp_path: Path) -> None:
     import mlflow.pyfunc
 
-    from hulk.corpus import encode_inputs
+    from hulk.features import encode_inputs
     from hulk.jobs import parse_jobs
     from hulk.model import HulkGNN, ModelConfig
     from hulk.serving import fleet_probabilities, input_example
