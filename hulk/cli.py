@@ -55,8 +55,25 @@ def _settings(ctx: typer.Context, data: Path | None = None) -> Settings:
     return settings if data is None else settings.model_copy(update={"data_dir": data})
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        out.print(f"hulk {version('hulk')}")
+        raise typer.Exit()
+
+
 @app.callback()
-def main(ctx: typer.Context, params: ParamsOption = DEFAULT_PARAMS) -> None:
+def main(
+    ctx: typer.Context,
+    params: ParamsOption = DEFAULT_PARAMS,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print Hulk's version."
+        ),
+    ] = False,
+) -> None:
     try:
         ctx.obj = load_settings(params)
     except HulkError as exc:
@@ -155,7 +172,7 @@ def generate(
 def import_hulk(
     ctx: typer.Context,
     nodes: Annotated[Path, typer.Option(help="Node file: node, City, Capability, Memory[, gpus].")],
-    edges: Annotated[Path, typer.Option(help="Edge file: 'src dst latency_ms [gbit/s]' rows.")],
+    edges: Annotated[Path, typer.Option(help="Edge file: 'src dst latency_ms \\[gbit/s]' rows.")],
     out_dir: Annotated[
         Path | None, typer.Option("--out", help="Output folder (params: data_dir).")
     ] = None,

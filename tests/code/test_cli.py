@@ -54,6 +54,16 @@ def test_every_command_has_help() -> None:
 
 
 @pytest.mark.slow
+def test_version_and_help_text_as_written() -> None:
+    from importlib.metadata import version
+
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.output.strip() == f"hulk {version('hulk')}"
+    # Square brackets in help text are not read as markup and lost.
+    result = runner.invoke(app, ["import-hulk", "--help"], terminal_width=200)
+    assert "latency_ms [gbit/s]" in result.output and "Memory[, gpus]" in result.output
+
+
 def test_stages_chain_every_step(tmp_path: Path, params: Path) -> None:
     # `hulk run` is generate + the nightly Prefect flow (tests/flows); the DVC stages run the
     # same steps one by one, without training (the teacher places the jobs).
