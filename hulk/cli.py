@@ -780,7 +780,11 @@ def jobs_progress(
 
 @jobs_app.command("history")
 @reports_errors
-def jobs_history(ctx: typer.Context, name: str | None = None, data: DataOption = None) -> None:
+def jobs_history(
+    ctx: typer.Context,
+    name: Annotated[str | None, typer.Argument(help="One job (default: all).")] = None,
+    data: DataOption = None,
+) -> None:
     """Every change of every job (or of one), oldest first."""
     with _store(ctx, data) as store:
         events = store.events(name)
