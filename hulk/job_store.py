@@ -63,6 +63,11 @@ CREATE TABLE IF NOT EXISTS jobs (
     moves INTEGER NOT NULL DEFAULT 0,
     finished_at TEXT
 );
+CREATE TABLE IF NOT EXISTS plans (
+    key TEXT PRIMARY KEY,
+    plan TEXT NOT NULL,
+    used_at TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS events (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     at TEXT NOT NULL,
@@ -266,6 +271,35 @@ class JobStore:
             "INSERT INTO events (at, job, event, detail) VALUES (?, ?, ?, ?)",
             (format_time(state.updated_at), state.job.name, event, detail),
         )
+
+    # -- the planner's memory: runs every 15 minutes ask it the same questions --
+
+    def cached_plans(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Plans remembered under `keys` (see `remember_plans`)."""
+        found: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(keys), 500):
+            chunk = list(keys[start : start + 500])
+            marks = ", ".join("?" for _ in chunk)
+            rows = self.db.execute(f"SELECT key, plan FROM plans WHERE key IN ({marks})", chunk)
+            found.update({key: json.loads(plan) for key, plan in rows})
+        return found
+
+    def remember_plans(
+        self, plans: dict[str, dict[str, Any]], now: dt.datetime, keep: int = 20_000
+    ) -> None:
+        """Remember plans by content key (fleet, planner settings, job, machines); the `keep`
+        most recently used stay."""
+        stamp = format_time(now)
+        with self.transaction():
+            self.db.executemany(
+                "INSERT OR REPLACE INTO plans (key, plan, used_at) VALUES (?, ?, ?)",
+                [(key, json.dumps(plan), stamp) for key, plan in plans.items()],
+            )
+            self.db.execute(
+                "DELETE FROM plans WHERE key NOT IN "
+                "(SELECT key FROM plans ORDER BY used_at DESC, key LIMIT ?)",
+                (keep,),
+            )
 
     def submit(self, jobs: Sequence[Job], now: dt.datetime, source: str = FROM_CLI) -> list[str]:
         """Submit new jobs (`InputError` naming any name the store already holds); returns

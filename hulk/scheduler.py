@@ -381,12 +381,21 @@ def _place_one(
         if not len(avail) or avail.tobytes() in seen:
             continue
         seen.add(avail.tobytes())
+        ideal_plan, ideal = planner(job.job, np.flatnonzero(usable))
         if best is not None and job.remaining is not None:
-            # work / Σ FLOP/s of the machines free then bounds any plan on them from below
-            floor = start + job.remaining * lower_bound(job.job, fleet, avail)
+            # The plan on every usable machine bounds a plan on some of them (the planner's
+            # search is a heuristic, so this is the bound it would reach), and so does
+            # work / Σ FLOP/s of the machines free then.
+            floor = start + job.remaining * max(
+                ideal.iteration_s, lower_bound(job.job, fleet, avail)
+            )
             if floor >= best[0][0]:
                 continue
-        plan, cost = planner(job.job, avail)
+        plan: Plan | None
+        if ideal_plan is not None and bool(np.all(free_at[list(ideal_plan.nodes)] <= start)):
+            plan, cost = ideal_plan, ideal  # its best machines are all free by then
+        else:
+            plan, cost = planner(job.job, avail)
         if not cost.feasible:
             continue
         nodes = np.asarray(plan.nodes if plan is not None else avail, np.int64)

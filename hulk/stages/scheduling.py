@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import hashlib
 import json
 import math
 import time
@@ -139,6 +140,72 @@ def scheduler_inputs(
     return running, waiting
 
 
+class PlanMemory:
+    """The stage planner (`hulk.planner.plan_job`) remembering its plans in the job store: a
+    plan is a pure function of the fleet, the planner settings, the job and the machines, so
+    runs every 15 minutes on an unchanged fleet re-use what the last ones laid out."""
+
+    def __init__(self, fleet: Fleet, settings: Settings, store: JobStore) -> None:
+        from hulk.placements import fleet_snapshot
+
+        self.fleet, self.settings, self.store = fleet, settings, store
+        head = json.dumps(
+            [fleet_snapshot(fleet), settings.planner.model_dump(mode="json")], sort_keys=True
+        )
+        self.head = hashlib.sha256(head.encode()).hexdigest()
+        self.new: dict[str, dict[str, Any]] = {}
+        self.used: dict[str, dict[str, Any]] = {}
+
+    def key(self, job: Any, nodes: np.ndarray) -> str:
+        from hulk.jobs import job_to_dict
+
+        sizes = {k: v for k, v in job_to_dict(job).items() if k not in _NOT_SIZES}
+        digest = hashlib.sha256(self.head.encode())
+        digest.update(json.dumps(sizes, sort_keys=True).encode())
+        digest.update(np.asarray(nodes, np.int64).tobytes())
+        return digest.hexdigest()
+
+    def __call__(self, job: Any, nodes: np.ndarray) -> tuple[Plan | None, Cost]:
+        from hulk.cost import Cost, Plan
+        from hulk.planner import plan_job
+
+        key = self.key(job, nodes)
+        known = self.new.get(key) or self.store.cached_plans([key]).get(key)
+        if known is not None:
+            self.used[key] = known
+            times = known["cost"]
+            seconds = [math.inf if times[k] is None else float(times[k]) for k in _COST_TIMES]
+            cost = Cost(
+                seconds[0],
+                seconds[1],
+                seconds[2],
+                feasible=bool(times["feasible"]),
+                reason=times["reason"],
+            )
+            plan = Plan.from_records(self.fleet, known["plan"]) if known["plan"] else None
+            return plan, cost
+        plan, cost = plan_job(job, self.fleet, nodes, self.settings.planner)
+        self.new[key] = {
+            "plan": plan.to_records(self.fleet) if plan is not None else None,
+            "cost": {
+                "iteration_s": cost.iteration_s if math.isfinite(cost.iteration_s) else None,
+                "compute_s": cost.compute_s if math.isfinite(cost.compute_s) else None,
+                "comm_s": cost.comm_s if math.isfinite(cost.comm_s) else None,
+                "feasible": cost.feasible,
+                "reason": cost.reason,
+            },
+        }
+        return plan, cost
+
+    def save(self, now: dt.datetime) -> None:
+        self.store.remember_plans({**self.used, **self.new}, now)
+
+
+_COST_TIMES = ("iteration_s", "compute_s", "comm_s")
+# The jobs-file keys that do not change a plan.
+_NOT_SIZES = ("name", "priority", "iterations", "submitted_at", "deadline")
+
+
 def _strategy_group(
     strategy: str,
     found: Schedule,
@@ -225,6 +292,7 @@ def queue_block(
     changes: Mapping[str, list[str]],
     seconds: float,
     strategy_plans: bool,
+    plans: tuple[int, int] = (0, 0),
 ) -> dict[str, Any]:
     """The placements file's top-level ``queue`` block."""
     counts: dict[str, int] = {}
@@ -245,6 +313,8 @@ def queue_block(
         "drained": list(drained),
         "strategy_plans": strategy_plans,
         "scheduling_s": round(seconds, 3),
+        "plans_made": plans[0],
+        "plans_remembered": plans[1],
     }
 
 
@@ -325,7 +395,6 @@ def schedule_run(
     from hulk import placements as pl
     from hulk.assign import makespan
     from hulk.jobs import load_jobs
-    from hulk.planner import plan_job
     from hulk.scheduler import schedule
     from hulk.stages.assign import AssignSummary, load_champion, placement_rows
 
@@ -348,9 +417,7 @@ def schedule_run(
             s.job.name: _seconds(s.job.deadline, started) for s in states if s.job.deadline
         }
 
-        def plan_fn(job: Any, nodes: np.ndarray) -> tuple[Plan | None, Cost]:
-            return plan_job(job, fleet, nodes, settings.planner)
-
+        plan_fn = PlanMemory(fleet, settings, store)
         clock = time.perf_counter()
         found = schedule(fleet, running, waiting, settings.scheduler, plan_fn, deadlines)
         seconds = time.perf_counter() - clock
@@ -367,7 +434,16 @@ def schedule_run(
             d.job.name: job_extra(d, fleet, started, by_name.get(d.job.name))
             for d in found.decisions
         }
-        queue = queue_block(found, started, finished, drained, changes, seconds, bool(fixed))
+        queue = queue_block(
+            found,
+            started,
+            finished,
+            drained,
+            changes,
+            seconds,
+            bool(fixed),
+            (len(plan_fn.new), len(set(plan_fn.used) - set(plan_fn.new))),
+        )
         info = pl.fleet_info(
             fleet, data_dir / schemas.LINKS_FILE, data_dir / schemas.INVENTORY_FILE
         )
@@ -389,6 +465,7 @@ def schedule_run(
         # The file first: should recording fail, the next run schedules again from the old
         # state rather than the store claiming starts nobody was told about.
         record(store, found, fleet, started)
+        plan_fn.save(started)
     rows = placement_rows(placed, fleet)
     for row in rows:
         row.update({k: extras[row["job"]][k] for k in ("action", "start_at", "finish_at")})

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from typer.testing import CliRunner
@@ -16,11 +17,11 @@ from hulk.cli import app
 from hulk.data_folder import load_fleet
 from hulk.errors import InputError
 from hulk.job_store import FINISHED, RUNNING, JobStore
-from hulk.jobs import PRESET_JOBS, job_to_dict, load_jobs
+from hulk.jobs import PRESET_JOBS, Job, job_to_dict, load_jobs
 from hulk.placements import read_placements
 from hulk.settings import Settings, load_settings
 from hulk.stages import assign as stage
-from hulk.stages.scheduling import jobs_db
+from hulk.stages.scheduling import PlanMemory, drain, jobs_db
 from tests.code.test_cli_assign import FAST
 
 T0 = dt.datetime(2026, 11, 24, 9, 0, tzinfo=dt.UTC)
@@ -76,6 +77,9 @@ def test_a_new_job_never_moves_running_ones(tiny: Path, settings: Settings, tmp_
         assert second[name]["replicas"] == first[name]["replicas"]
         assert second[name]["start_at"] == "2026-11-24T09:00:00Z"
     assert second["t5"]["action"] in ("start", "wait")
+    # A quiet run after it plans nothing anew.
+    quiet = assign(tiny, settings, jobs, T0 + dt.timedelta(minutes=30))
+    assert quiet["queue"]["plans_made"] == 0
     assert doc["queue"]["submitted"] == ["t5"]
     fleet = load_fleet(tiny, settings)[0]
     read_placements(tiny / "pl" / "latest.json", fleet)  # still a valid placements file
@@ -252,3 +256,28 @@ def test_yaml_aliases_and_huge_jobs_files_are_refused(tmp_path: Path) -> None:
     huge.write_text("# " + "x" * 1_100_000 + "\njobs: []\n")
     with pytest.raises(InputError, match=r"jobs\.too_large"):
         load_jobs(huge)
+
+
+def test_plans_are_remembered_across_runs(tiny: Path, settings: Settings, tmp_path: Path) -> None:
+    fleet = load_fleet(tiny, settings)[0]
+    job = PRESET_JOBS["GPT-2-1.5B"]
+    nodes = np.arange(4)
+    with JobStore(tmp_path / "jobs.db") as store:
+        first = PlanMemory(fleet, settings, store)
+        plan, cost = first(job, nodes)
+        assert len(first.new) == 1
+        first.save(T0)
+    with JobStore(tmp_path / "jobs.db") as store:
+        again = PlanMemory(fleet, settings, store)
+        assert again(job, nodes) == (plan, cost)
+        assert again.new == {} and len(again.used) == 1
+        # Another machine set, or the same job under another name and length: the same rule.
+        assert again(Job(**{**job.__dict__, "name": "x", "iterations": 5}), nodes) == (plan, cost)
+        assert again.new == {}
+        again(job, np.arange(3))
+        assert len(again.new) == 1
+    drained = drain(fleet, [fleet.node_id(0)])
+    with JobStore(tmp_path / "jobs.db") as store:
+        other = PlanMemory(drained, settings, store)  # another fleet: nothing known
+        other(job, nodes)
+        assert len(other.new) == 1
