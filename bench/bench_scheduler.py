@@ -5,8 +5,8 @@ run without one.
 
 The default fleet (params.yaml ``generate.preset``, its expected link table: no logs needed) in
 a temporary data folder. Jobs arrive for `--days` days (Poisson arrivals plus bursts; the
-presets' sizes, small models most often; each job's length drawn log-normal around 4 hours of
-its best plan on the whole fleet); machines fail and come back (their status in machines.csv).
+presets' sizes, small models most often; each job's length drawn log-normal around 12 hours
+of its best plan on the whole fleet); machines fail and come back (their status in machines.csv).
 Every 15 simulated minutes, while jobs remain:
 
 * **Hulk** runs the real assign step (`hulk.stages.assign.run`, strategy teacher, the job store
@@ -92,14 +92,14 @@ class Workload:
 
 
 def workload(fleet: Fleet, settings: Settings, seed: int, days: float) -> Workload:
-    """Seeded arrivals (Poisson, 1 job per 3 h, plus two bursts of 6) and outages."""
+    """Seeded arrivals (Poisson, 1 job per 2 h, plus two bursts of 6) and one outage a day."""
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5343484544]))
     horizon = days * 86_400
     times: list[float] = []
-    t = float(rng.exponential(3 * 3600))
+    t = float(rng.exponential(2 * 3600))
     while t < horizon:
         times.append(t)
-        t += float(rng.exponential(3 * 3600))
+        t += float(rng.exponential(2 * 3600))
     for burst in rng.uniform(0.1, 0.8, 2) * horizon:
         times += [float(burst + 60 * k) for k in range(6)]
     times.sort()
@@ -112,7 +112,7 @@ def workload(fleet: Fleet, settings: Settings, seed: int, days: float) -> Worklo
         preset = PRESET_JOBS[names[int(rng.choice(len(names), p=weights / weights.sum()))]]
         if preset.name not in reference:
             reference[preset.name] = plan_job(preset, fleet, every, settings.planner)[1].iteration_s
-        hours = float(np.clip(rng.lognormal(math.log(4.0), 1.0), 0.5, 72.0))
+        hours = float(np.clip(rng.lognormal(math.log(12.0), 1.0), 1.0, 96.0))
         iterations = max(1, math.ceil(hours * 3600 / reference[preset.name]))
         job = Job(**{**preset.__dict__, "name": f"{preset.name}-{k:03d}", "iterations": iterations})
         arrivals.append(Arrival(job, round(at)))
