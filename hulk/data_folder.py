@@ -5,9 +5,11 @@ Every step of `hulk.stages` works on one data folder (docs/design.md#data-folder
     machines.csv        inventory
     logs/day=…/         raw latency logs, one partition per UTC day
     quarantine.parquet  raw rows kept out of the link table, with the rule that caught them
-    validation/         report.json, validated.json, Great Expectations Data Docs (docs/)
+    validation/         report.json, validated.json (what was validated, and the quarantine
+                        written for it), Great Expectations Data Docs (docs/)
     links.parquet       link table over the window
     graph/              fleet graph snapshot
+    cache/corpus/       corpora by content (hulk.corpus: reused when corpus.path moves)
     training/           the train step's plots and learning curve
     placements/         `hulk assign` / `hulk replan`: <run-id>.json and latest.json
                         (docs/contracts.md#placements-file)
