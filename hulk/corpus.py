@@ -686,11 +686,17 @@ def cache_corpus(settings: Settings, seed: int, path: str | Path, replace: bool 
         fileio.write_text(
             manifest_path(target), json.dumps(manifest, indent=2, sort_keys=True) + "\n"
         )
-    target.touch()  # newest use: the last to be pruned
-    cached = sorted(target.parent.glob("*.pt"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
-    for old in cached[CACHE_KEEP:]:
+    # Recency is the manifest's time: the .pt may be a hard link of corpus.path, whose time
+    # must not change under DVC's feet.
+    manifest_path(target).touch()
+    entries = [p for p in target.parent.glob("*.pt") if manifest_path(p).exists()]
+    entries.sort(key=lambda p: manifest_path(p).stat().st_mtime_ns, reverse=True)
+    for old in entries[CACHE_KEEP:]:
         manifest_path(old).unlink(missing_ok=True)  # the manifest first: a pair never half-valid
         old.unlink(missing_ok=True)
+    for orphan in target.parent.glob("*.pt"):  # a .pt whose manifest was never written (a kill)
+        if not manifest_path(orphan).exists():
+            orphan.unlink(missing_ok=True)
     return target
 
 

@@ -67,7 +67,9 @@ def test_moving_the_corpus_reuses_it(
     manifest = json.loads(corpora.manifest_path(moved.corpus.path).read_text())
     first = json.loads(corpora.manifest_path(built.corpus.path).read_text())
     assert manifest == first  # the same corpus, sha256 and file name included
-    assert stage.run(moved).summary.reused is True  # then reused at its new path
+    stamp = moved.corpus.path.stat().st_mtime_ns
+    assert stage.run(moved).summary.reused is True  # then reused at its new path, untouched
+    assert moved.corpus.path.stat().st_mtime_ns == stamp
 
 
 def test_other_settings_or_seed_build_another(
