@@ -124,6 +124,9 @@ class ValidateSettings(Section):
     stale_after_hours: PositiveFloat = 24.0
     # Clock skew tolerated before a timestamp counts as "in the future".
     future_skew_s: Annotated[float, Field(ge=0)] = 300.0
+    # An elapsed_ms above this is a broken clock or unit, not a slow link (a probe that waits
+    # this long has timed out): quarantined as logs.elapsed_too_large.
+    max_elapsed_ms: PositiveFloat = 60_000.0
     # Plausible CUDA compute capability of an inventory machine (Kepler 3.0 .. beyond Blackwell).
     compute_capability: Range = Range(low=3.0, high=12.0)
     # Offending rows (or machines, pairs, days) quoted in one finding.
