@@ -193,6 +193,8 @@ def run_hulk(
         if done == total and not pending:
             break
         t += TICK_S
+        if t % 86_400 == 0:
+            print(f"  Hulk: day {t / 86_400:.0f}, {done} of {total} jobs done", flush=True)
     with JobStore(jobs_db(data)) as store:
         states = store.jobs()
         events = store.events()
