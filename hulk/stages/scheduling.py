@@ -165,6 +165,11 @@ class PlanMemory:
         digest.update(np.asarray(nodes, np.int64).tobytes())
         return digest.hexdigest()
 
+    def remembers(self, job: Any, nodes: np.ndarray) -> bool:
+        """Whether the plan is known without planning (this run's or the store's)."""
+        key = self.key(job, nodes)
+        return key in self.new or bool(self.store.cached_plans([key]))
+
     def __call__(self, job: Any, nodes: np.ndarray) -> tuple[Plan | None, Cost]:
         from hulk.cost import Cost, Plan
         from hulk.planner import plan_job
