@@ -124,6 +124,9 @@ class ValidateSettings(Section):
     stale_after_hours: PositiveFloat = 24.0
     # Clock skew tolerated before a timestamp counts as "in the future".
     future_skew_s: Annotated[float, Field(ge=0)] = 300.0
+    # An elapsed_ms above this is a broken clock or unit, not a slow link (a probe that waits
+    # this long has timed out): quarantined as logs.elapsed_too_large.
+    max_elapsed_ms: PositiveFloat = 60_000.0
     # Plausible CUDA compute capability of an inventory machine (Kepler 3.0 .. beyond Blackwell).
     compute_capability: Range = Range(low=3.0, high=12.0)
     # Offending rows (or machines, pairs, days) quoted in one finding.
@@ -159,6 +162,27 @@ class HardwareSettings(Section):
         9.0: 989,
     }
     mfu: Annotated[float, Field(gt=0, le=1)] = 0.4  # model FLOPs utilisation actually reached
+
+
+class SchedulerSettings(Section):
+    """The assign run as a scheduler (hulk.scheduler): running jobs, waiting jobs, moves."""
+
+    # A moved or restarted job loses this long (stop, checkpoint load, warm-up) plus the time
+    # its checkpoint (this many bytes per parameter: mixed-precision Adam) takes over the links
+    # from its old machines to its new ones.
+    restart_overhead_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 300.0
+    checkpoint_bytes_per_param: PositiveFloat = 16.0
+    # A waiting job considers starting now and at this many of the next times machines free up.
+    start_candidates: Annotated[int, Field(ge=1)] = 8
+    # Plans made anew per run beyond each job's plan on the whole fleet (plans remembered from
+    # earlier runs are free): bounds a run's time on long queues.
+    max_plans_per_run: Annotated[int, Field(ge=0)] = 30
+    # A running job is moved only when the schedule's mean completion time drops by more than
+    # this share (the move's cost is already in it); at most this many moves per run.
+    move_gain: Annotated[float, Field(ge=0)] = 0.05
+    max_moves_per_run: Annotated[int, Field(ge=0)] = 1
+    # Wait this long for another assign run holding the data folder's assign lock.
+    lock_timeout_s: PositiveFloat = 600.0
 
 
 class PlannerSettings(Section):
@@ -437,6 +461,7 @@ class Settings(Section):
     hardware: HardwareSettings = HardwareSettings()
     assign: AssignSettings = AssignSettings()
     planner: PlannerSettings = PlannerSettings()
+    scheduler: SchedulerSettings = SchedulerSettings()
     teacher: TeacherSettings = TeacherSettings()
     corpus: CorpusSettings = CorpusSettings()
     model: ModelSettings = ModelSettings()
