@@ -101,28 +101,6 @@ def test_the_fastest_candidate_pool_wins(settings: Settings) -> None:
     assert set(big.nodes) == {2, 3}
 
 
-def test_pools_planned_against_the_best_so_far_give_the_same_winner(settings: Settings) -> None:
-    # Bounded (large fleets), the second pool is only planned as far as it can beat the
-    # first: the faster pool still wins and a slower one is never laid out in full.
-    from hulk.gnn import _PoolPlanner
-
-    # Machine 4 is as fast as 2 and 3 but far from every machine: pool {2, 4} has the compute
-    # of {2, 3} (the same lower bound) and a slower plan across the far link.
-    links = {**LINKS, **{(i, 4): FAR for i in range(4)}}
-    fast = fleet_of([1e14, 1e14, 1e15, 1e15, 1e15], [100.0] * 5, links)
-    slow_first = [np.array([2, 4]), np.array([2, 3])]
-    for pools in (slow_first, slow_first[::-1]):
-        unbounded = _PoolPlanner(fast, settings, bounded=False)
-        full = unbounded.best(0, BIG, pools, 0.0)
-        bounded = _PoolPlanner(fast, settings, bounded=True)
-        found = bounded.best(0, BIG, pools, 0.0)
-        assert full is not None and found == full
-        assert set(found[0].nodes) == {2, 3}
-    # Fast pool first: unbounded, the far pool is laid out in full; bounded, it gives no plan.
-    assert sum(plan is not None for plan, _ in unbounded.known.values()) == 2
-    assert [plan is None for plan, _ in bounded.known.values()] == [False, True]
-
-
 def test_job_the_fleet_can_never_host_is_an_error(settings: Settings) -> None:
     giant = Job("giant", 30, 8, 1024, 512, 64, 4)  # 480 GB > 400 GB
     with pytest.raises(InputError, match="giant"):
