@@ -56,7 +56,6 @@ left).
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -141,11 +140,7 @@ def gnn_decide(
                 settings.planner.max_pool,
             )
 
-    small = int(fleet.active.sum()) <= 2 * settings.planner.max_pool
-    # Pools planned only as far as they can beat the best plan so far: on large fleets, where
-    # the speed target binds (measured: 14% fewer calls at 1,000 machines, same plans). Small
-    # fleets keep every pool's full plan as the refining search's start.
-    planner = _PoolPlanner(fleet, settings, bounded=not small)
+    planner = _PoolPlanner(fleet, settings)
     free = fleet.active.copy()
     plans: dict[int, tuple[Plan, Cost]] = {}
     queued: dict[int, str] = {}
@@ -170,6 +165,7 @@ def gnn_decide(
     # pools rarely starve a job, and a full search per group costs more than the whole
     # decision (measured: 55x -> 28x the teacher's speed at 1,000 machines).
     grouped = None
+    small = int(fleet.active.sum()) <= 2 * settings.planner.max_pool
     if queued or small:
         with _timed(spent, "planner"):
             grouped = _group_plans(jobs, fleet, proba, order, planner)
@@ -403,10 +399,7 @@ class _PoolPlanner:
 
     fleet: Fleet
     settings: Settings
-    bounded: bool = True  # plan a pool only as far as it can beat the best plan so far
-    known: dict[tuple[int, frozenset[int], float], tuple[Plan | None, Cost]] = field(
-        default_factory=dict
-    )
+    known: dict[tuple[int, frozenset[int]], tuple[Plan | None, Cost]] = field(default_factory=dict)
     planner: PlannerSettings = field(init=False)
 
     def __post_init__(self) -> None:
@@ -423,22 +416,17 @@ class _PoolPlanner:
         """The fastest plan on the pools in turn, if faster than `incumbent` (None: none).
 
         A pool whose compute alone (work / Σ FLOP/s, the plan's lower bound) cannot beat the
-        best plan so far is skipped, a pool after the first is planned only as far as it can
-        still beat that plan when `bounded` (`plan_job`'s `beat`: its candidate sets and
-        layouts that cannot are never laid out), and the search stops at a plan no slower
-        than `good_enough` (the slowest job placed so far: a faster plan could not shorten the
+        best plan so far is skipped, and the search stops at a plan no slower than
+        `good_enough` (the slowest job placed so far: a faster plan could not shorten the
         makespan).
         """
         best = incumbent
         for pool in pools:
-            beat = math.inf if best is None else best[1].iteration_s
-            if lower_bound(job, self.fleet, pool) >= beat:
+            if best is not None and lower_bound(job, self.fleet, pool) >= best[1].iteration_s:
                 continue
-            if not self.bounded:
-                beat = math.inf
-            key = (index, frozenset(pool.tolist()), beat)
+            key = (index, frozenset(pool.tolist()))
             if key not in self.known:
-                self.known[key] = plan_job(job, self.fleet, pool, self.planner, beat)
+                self.known[key] = plan_job(job, self.fleet, pool, self.planner)
             plan, cost = self.known[key]
             if plan is not None and cost.feasible:
                 if best is None or cost.iteration_s < best[1].iteration_s * (1 - 1e-9):

@@ -620,25 +620,16 @@ def _fastest_prefixes(ctx: _PlanSearch, order: np.ndarray) -> list[tuple[int, ..
     return [tuple(order[np.sort(by_speed[:k])].tolist()) for k in counts]
 
 
-def _search(
-    ctx: _PlanSearch, candidates: Sequence[np.ndarray], beat: float = math.inf
-) -> _BestLayout:
+def _search(ctx: _PlanSearch, candidates: Sequence[np.ndarray]) -> _BestLayout:
     """Screen every candidate set with one pipeline on its fastest machines and with plain data
     parallelism, lay out the most promising sets every way (the `full_sets` best by pipeline,
-    half as many by data parallelism), then improve the best layout (module docstring).
-
-    With a finite `beat`, only layouts faster than `beat` seconds count: a set whose compute
-    alone cannot beat it is not screened, and no layout is synchronised or improved unless
-    its pipeline is faster (the result has no layout when none is)."""
-    best = _BestLayout(seconds=beat)
-    bounded = math.isfinite(beat)
+    half as many by data parallelism), then improve the best layout (module docstring)."""
+    best = _BestLayout()
     screened = []
     for position, nodes in enumerate(candidates):
-        if bounded and _compute_bound(ctx, nodes) >= beat:
-            continue
         path = ctx.path(nodes)
         order = tuple(path.tolist())
-        single, plain = _BestLayout(seconds=beat), _BestLayout(seconds=beat)
+        single, plain = _BestLayout(), _BestLayout()
         _evaluate(
             ctx, [_LayoutRecipe(p, "single", 1) for p in _fastest_prefixes(ctx, path)], single
         )
@@ -647,7 +638,7 @@ def _search(
         for quick in (single, plain):
             if quick.seconds < best.seconds:
                 best.seconds, best.layout, best.recipe = quick.seconds, quick.layout, quick.recipe
-        bound = _compute_bound(ctx, nodes)
+        bound = ctx.job.flops_per_iteration / float(ctx.fleet.compute_flops[nodes].sum())
         screened.append((single.seconds, plain.seconds, bound, position, nodes, path))
     # The most promising sets by pipeline time, and half as many by data-parallel time.
     keep = ctx.settings.full_sets
@@ -674,11 +665,6 @@ def _search(
         if not _evaluate(ctx, _prune_moves(ctx, best.recipe, best.layout, sites), best):
             break
     return best
-
-
-def _compute_bound(ctx: _PlanSearch, nodes: np.ndarray) -> float:
-    """work / Σ FLOP/s of `nodes`: no layout on them is faster (`hulk.cost.lower_bound`)."""
-    return ctx.job.flops_per_iteration / float(ctx.fleet.compute_flops[nodes].sum())
 
 
 def _polish_path(ctx: _PlanSearch, path: np.ndarray, sites: np.ndarray) -> np.ndarray:
@@ -792,7 +778,6 @@ def plan_job(
     fleet: Fleet,
     nodes: Sequence[int] | np.ndarray,
     settings: PlannerSettings,
-    beat: float = math.inf,
 ) -> tuple[Plan | None, Cost]:
     """The fastest plan the planner finds for `job` on the machines `nodes` (fleet indices).
 
@@ -800,11 +785,6 @@ def plan_job(
     Cost)`` with a reason when the active machines of `nodes` cannot hold the job's memory
     (``job.min_memory_bytes``, in whole layers) within one group of mutually reachable
     machines. Inactive (drained) machines of `nodes` are never used. Deterministic.
-
-    `beat` (seconds per iteration) asks only for a plan faster than that, e.g. the best plan
-    found on other machines: the search skips what cannot beat it (`_search`) and returns
-    ``(None, infeasible Cost)`` when it finds nothing faster. The search is narrower than
-    without it, not only cut short: a layout no faster than `beat` is not improved either.
     """
     ctx = _PlanSearch(job, fleet, settings)
     pools = _reachable_pools(ctx, nodes)
@@ -812,12 +792,9 @@ def plan_job(
         return None, pools
     best = _BestLayout()
     for pool in pools:
-        bar = min(beat, best.seconds) if math.isfinite(beat) else math.inf
-        found = _search(ctx, _candidate_sets(ctx, pool), bar)
+        found = _search(ctx, _candidate_sets(ctx, pool))
         if found.layout is not None and found.seconds < best.seconds:
             best = found
-    if best.layout is None and math.isfinite(beat):
-        return None, Cost.infeasible(f"{job.name}: no plan faster than {beat:.4g} s found")
     return _result(ctx, best)
 
 
