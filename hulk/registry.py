@@ -489,7 +489,8 @@ def log_training_run(
         params: Hyper-parameters and inputs; nested dicts are logged with dotted keys.
         history: One dict of metrics per epoch (``{"epoch": 3, "loss": …, "accuracy": …}``),
             logged with step = the row's ``epoch`` (else its index in the list).
-        metrics: Final evaluation metrics (``plan_cost_ratio_makespan``…), logged at step 0;
+        metrics: Final evaluation metrics (``gate/score``, ``test/makespan_ratio``…; names
+            grouped with ``/`` as the UI groups its charts), logged at step 0;
             `promote_if_better` compares one of these. Their names must differ from the
             per-epoch ones, or "the latest value" of a metric would be ambiguous.
         state_dict: The model's weights; saved as ``model/state_dict.pt`` (CPU tensors).
@@ -586,6 +587,12 @@ def log_training_run(
                 client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
             raise
     return RegisteredVersion(int(version.version), run_id)
+
+
+def describe_run(settings: Settings, run_id: str, text: str) -> None:
+    """Set a run's description (markdown; the top of its page in the MLflow UI)."""
+    with tracking(settings) as track:
+        track.client.set_tag(run_id, "mlflow.note.content", text)
 
 
 # --------------------------------------------------------------------------------------------

@@ -69,7 +69,13 @@ def run_validation(
 
     inventory = read_inventory(inventory_path)
     now = utc_timestamp(now).to_pydatetime()
-    session = GxSession.project(out_dir, out_dir / DOCS_DIR, now, settings.examples)
+    session = GxSession.project(
+        out_dir,
+        out_dir / DOCS_DIR,
+        now,
+        settings.examples,
+        history_days=settings.docs_history_days,
+    )
     findings = validate_inventory(inventory, str(inventory_path), settings, session=session)
 
     quarantine = None
