@@ -14,8 +14,8 @@ Two aliases name versions:
 
 - ``challenger`` — the version the latest ``log_training_run`` registered;
 - ``champion`` — the version ``hulk assign`` uses; ``promote_if_better`` moves it, and only to
-  a version whose plan-cost ratio is not worse than the current champion's on the same
-  evaluation set (``record_evaluation`` tags each version with its figures per set).
+  a version whose gate score (a plan-cost ratio) is not worse than the current champion's on
+  the same evaluation set (``record_evaluation`` tags each version with its figures per set).
 
 Where it lives (params.yaml, section ``mlflow``): by default a sqlite file and an artifact
 folder inside the data folder, ``data/mlruns.db`` and ``data/mlartifacts`` — a relative sqlite
@@ -689,7 +689,7 @@ def promote_if_better(
     settings: Settings,
     version: int | RegisteredVersion,
     eval_set: str,
-    metric: str = "plan_cost_ratio_makespan",
+    metric: str = "gate/score",
     lower_is_better: bool = True,
 ) -> Decision:
     """Make `version` the champion if its `metric` is not worse than the current champion's,

@@ -72,7 +72,7 @@ PARTS = ("fleet", "synthetic")  # the evaluation set's parts
 # The evaluation's names (`hulk.gnn_eval`) as logged: shorter, grouped under `test/`.
 _SHORT = {"plan_cost_ratio_makespan": "makespan_ratio", "plan_cost_ratio_sum": "sum_ratio"}
 # Fleet-size bands (`hulk.gnn_eval.SIZE_BANDS`) named so that they sort in size order.
-_BANDS = {"le50": "001-050", "51to100": "051-100", "101to200": "101-200", "gt200": "201+"}
+_BANDS = {"le50": "001-050", "51to100": "051-100", "101to200": "101-200", "gt200": "201-more"}
 # The per-epoch figures (`hulk.train`) as logged.
 EPOCH_NAMES = {
     "train_loss": "train/loss",
