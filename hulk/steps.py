@@ -24,6 +24,7 @@ DVC's metrics file (``dvc metrics show`` stays one narrow table). Paths follow t
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -501,12 +502,17 @@ def record_dvc_lock(settings: Settings, params_file: Path, names: Sequence[str])
     from dvc.repo import Repo
 
     stages = [name for name in BY_NAME if name in names]  # in pipeline order
+    dvc_logger = logging.getLogger("dvc")
+    level = dvc_logger.level
+    dvc_logger.setLevel(logging.WARNING)  # not a line per stage: the returned line says it
     try:
         with Repo(str(root)) as repo:
             for name in stages:
                 repo.commit(name, force=True)
     except DvcException as exc:  # bookkeeping: never fails a run that has published
         return f"dvc.lock: not recorded ({type(exc).__name__}: {exc})"
+    finally:
+        dvc_logger.setLevel(level)
     return f"dvc.lock: recorded {', '.join(stages)}"
 
 
