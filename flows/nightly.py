@@ -33,6 +33,7 @@ from flows._common import brief, dask_runner, flow_settings, retry_options
 from flows.assign import assign_flow
 from hulk import corpus, steps
 from hulk.data_folder import data_source
+from hulk.folder_lock import folder_lock
 from hulk.settings import Settings
 from hulk.stages.corpus import corpus_is_current
 
@@ -116,9 +117,19 @@ def fleet_labels(params: str = "params.yaml", data_dir: str | None = None) -> di
 def nightly(params: str = "params.yaml", data_dir: str | None = None) -> dict[str, Any]:
     """Validate, ingest, graph, label, train/register/promote, assign/publish, evaluate."""
     settings = flow_settings(params, data_dir)
+    done: dict[str, Any] = {}
+    # Two nightlies never write the data folder at once; an assign run in between takes only
+    # the assign lock (hulk.folder_lock) and uses the champion as it was.
+    with folder_lock(settings.data_dir, "nightly", settings.scheduler.lock_timeout_s):
+        _nightly_steps(params, data_dir, settings, done)
+    return done
+
+
+def _nightly_steps(
+    params: str, data_dir: str | None, settings: Settings, done: dict[str, Any]
+) -> None:
     logger = get_run_logger()
     imported = data_source(settings.data_dir) == "link table"
-    done: dict[str, Any] = {}
     for step in steps.nightly_steps():
         started = time.perf_counter()
         options = retry_options(settings.flows, step.retried)
@@ -149,4 +160,3 @@ def nightly(params: str = "params.yaml", data_dir: str | None = None) -> dict[st
         logger.info("%s done in %.1f s: %s", step.name, seconds, done[step.name])
     # In the project's own checkout: dvc.lock records what this run made (`dvc status` agrees).
     logger.info(steps.record_dvc_lock(settings, Path(params), list(done)))
-    return done

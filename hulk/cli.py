@@ -8,6 +8,7 @@ never a traceback.
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import math
 import os
@@ -465,12 +466,23 @@ def _placements_table(rows: list[dict], title: str, times: bool = True) -> Table
     if times:
         for column in ("iteration s", "lower bound s"):
             table.add_column(column, justify="right")
+    scheduled = any("start_at" in row for row in rows)
+    if scheduled:  # the scheduler's estimates (UTC)
+        for column in ("start (UTC)", "finish (UTC)"):
+            table.add_column(column)
     for row in rows:
         cells = [escape(row["job"]), row["status"], _id_ranges(row["machines"]), row["shape"]]
         if times:
             cells += [_seconds(row["iteration_s"]), _seconds(row["lower_bound_s"])]
+        if scheduled:
+            cells += [_utc_short(row.get("start_at")), _utc_short(row.get("finish_at"))]
         table.add_row(*cells)
     return table
+
+
+def _utc_short(value: str | None) -> str:
+    """``2026-11-24T09:40:54Z`` as ``11-24 09:40``; unknown as ``-``."""
+    return f"{value[5:10]} {value[11:16]}" if value else "-"
 
 
 def _reasons(rows: list[dict]) -> None:
@@ -482,6 +494,20 @@ def _reasons(rows: list[dict]) -> None:
 def _brief(result: StepResult[Any]) -> dict[str, Any]:
     """The summary's one-line values (tables are printed separately)."""
     return {k: v for k, v in result.summary.to_dict().items() if not isinstance(v, list | dict)}
+
+
+def _queue_lines(queue: dict[str, Any]) -> None:
+    """The scheduler's figures under the placements table."""
+    actions = ", ".join(f"{n} {a}" for a, n in queue["actions"].items())
+    mean = queue["mean_completion_s"]
+    out.print(
+        f"queue: {actions}; mean completion "
+        + (f"{mean / 3600:.1f} h" if mean is not None else "- (jobs without a length)")
+        + f"; all done by {queue['ends_at'] or '-'}"
+    )
+    for key in ("finished", "moved", "withdrawn", "drained"):
+        if queue[key]:
+            out.print(f"  {key}: {', '.join(str(v) for v in queue[key])}")
 
 
 def _makespan(value: float | None, schedule: str) -> None:
@@ -526,6 +552,8 @@ def _print_assignment(result: StepResult[AssignSummary], started: float) -> None
     out.print(_placements_table(summary.jobs, f"placements ({summary.strategy})"))
     _reasons(summary.jobs)
     _makespan(summary.makespan_s, schedule_of(summary.strategy))
+    if summary.queue is not None:
+        _queue_lines(summary.queue)
     report(result, "assigned", started, _brief(result))
 
 
@@ -666,6 +694,138 @@ def replan(
     _reasons(summary.jobs)
     _makespan(summary.makespan_s, schedule_of(summary.strategy))
     report(result, "re-planned", started, _brief(result))
+
+
+# --- hulk jobs: the scheduler's job store ----------------------------------------------------
+
+jobs_app = typer.Typer(
+    help="The job store (DATA/jobs/jobs.db): submit, cancel, finish and list jobs.",
+    no_args_is_help=True,
+)
+app.add_typer(jobs_app, name="jobs")
+DataOption = Annotated[Path | None, typer.Option("--data", help="Data folder (params: data_dir).")]
+
+
+@contextmanager
+def _store(ctx: typer.Context, data: Path | None) -> Iterator[Any]:
+    """The data folder's job store, under its assign lock (a run never loses a change)."""
+    from hulk.folder_lock import folder_lock
+    from hulk.job_store import JobStore
+    from hulk.stages.scheduling import jobs_db
+
+    settings = _settings(ctx, data)
+    lock = folder_lock(settings.data_dir, "assign", settings.scheduler.lock_timeout_s)
+    with lock, JobStore(jobs_db(settings.data_dir)) as store:
+        yield store
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(microsecond=0)
+
+
+@jobs_app.command("list")
+@reports_errors
+def jobs_list(
+    ctx: typer.Context,
+    data: DataOption = None,
+    all_jobs: Annotated[
+        bool, typer.Option("--all", help="Finished and cancelled jobs too.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON lines, one per job.")] = False,
+) -> None:
+    """The jobs and their state: waiting, running (where, since when, estimated finish)."""
+    from hulk.job_store import QUEUED, RUNNING, SUBMITTED
+
+    now = _now()
+    with _store(ctx, data) as store:
+        states = store.jobs(None if all_jobs else [SUBMITTED, QUEUED, RUNNING])
+    records = [state.to_dict(now) for state in states]
+    if as_json:
+        for record in records:
+            out.print_json(data=record)
+        return
+    table = Table(title=f"jobs at {now:%Y-%m-%d %H:%M}Z", title_justify="left", box=box.SIMPLE_HEAD)
+    for column in ("job", "state", "machines", "done / iterations", "started", "finish (est.)"):
+        table.add_column(column, overflow="fold")
+    for r in records:
+        length = "-" if r["iterations"] is None else f"{r['iterations']:,}"
+        table.add_row(
+            escape(r["job"]),
+            r["state"],
+            _id_ranges(r["nodes"]),
+            f"{r['done_iterations']:,.0f} / {length}",
+            _utc_short(r["started_at"]),
+            _utc_short(r["estimated_finish"] or r["finished_at"]),
+        )
+    out.print(table)
+    for r in records:
+        if r["reason"] and r["state"] != "running":
+            out.print(f"  {escape(r['job'])}: {escape(r['reason'])}")
+
+
+@jobs_app.command("submit")
+@reports_errors
+def jobs_submit(
+    ctx: typer.Context,
+    jobs_file: Annotated[Path, typer.Argument(help="A jobs file (docs/contracts.md#jobs-file).")],
+    data: DataOption = None,
+) -> None:
+    """Submit the jobs of a file; the next assign run schedules them."""
+    from hulk.jobs import load_jobs
+
+    jobs = load_jobs(jobs_file)
+    with _store(ctx, data) as store:
+        names = store.submit(jobs, _now())
+    out.print(f"[green]✓[/green] submitted {', '.join(names)}")
+
+
+@jobs_app.command("cancel")
+@reports_errors
+def jobs_cancel(ctx: typer.Context, name: str, data: DataOption = None) -> None:
+    """Cancel a waiting or running job; its machines return to the pool."""
+    with _store(ctx, data) as store:
+        store.cancel(name, _now())
+    out.print(f"[green]✓[/green] cancelled {escape(name)}")
+
+
+@jobs_app.command("finish")
+@reports_errors
+def jobs_finish(ctx: typer.Context, name: str, data: DataOption = None) -> None:
+    """Mark a running job finished now; its machines return to the pool."""
+    with _store(ctx, data) as store:
+        store.finish(name, _now())
+    out.print(f"[green]✓[/green] finished {escape(name)}")
+
+
+@jobs_app.command("progress")
+@reports_errors
+def jobs_progress(
+    ctx: typer.Context,
+    name: str,
+    done: Annotated[float, typer.Argument(help="Iterations the job has done.")],
+    data: DataOption = None,
+) -> None:
+    """Report a running job's real progress; its estimated finish follows from there."""
+    with _store(ctx, data) as store:
+        state = store.report_progress(name, done, _now())
+    finish = state.estimated_finish()
+    when = f"{finish:%Y-%m-%d %H:%M}Z" if finish else "unknown (no length)"
+    out.print(f"[green]✓[/green] {escape(name)}: {done:,.0f} iterations done; finish {when}")
+
+
+@jobs_app.command("history")
+@reports_errors
+def jobs_history(
+    ctx: typer.Context,
+    name: Annotated[str | None, typer.Argument(help="One job (default: all).")] = None,
+    data: DataOption = None,
+) -> None:
+    """Every change of every job (or of one), oldest first."""
+    with _store(ctx, data) as store:
+        events = store.events(name)
+    for e in events:
+        detail = f" ({escape(e['detail'])})" if e["detail"] else ""
+        out.print(f"{e['at']}  {escape(e['job'])}  {e['event']}{detail}")
 
 
 if __name__ == "__main__":

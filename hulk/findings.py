@@ -19,6 +19,9 @@ class Finding:
     message: str  # one sentence a user can act on
     count: int = 0  # offending rows (or machines, pairs, days)
     examples: list[dict] = field(default_factory=list)  # a few offending rows as dicts
+    # Every machine (node id) the finding is about, when acting on it needs them all (the
+    # scheduler drains the machines of logs.stale_machine).
+    machines: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -19,16 +19,23 @@ A `Job` describes one model to train. Its derived sizes are the inputs of the co
 
 The jobs file is YAML with one top-level key, ``jobs``, a list of mappings with the keys
 ``name, params_b, layers, hidden, seq_len, global_batch, micro_batch`` and optionally
-``priority`` (int, default 0; higher is placed first) and ``min_memory_gb``. `load_jobs`
+``priority`` (int, default 0; higher is placed first), ``min_memory_gb`` and the job's length and
+life for the scheduler (`hulk.scheduler`): ``iterations`` (training iterations to run) or
+``tokens`` (converted to ``ceil(tokens / (global_batch × seq_len))`` iterations; not both),
+``submitted_at`` and ``deadline`` (ISO 8601 times; a time without a zone is UTC). A job without a
+length runs until it is marked finished (`hulk jobs finish`). `load_jobs`
 rejects, as an `InputError` naming the file, the job (position and name) and the field:
 unknown keys, missing keys, wrong types (``layers: 48.0`` or ``layers: "48"`` is not an integer;
 an integer is accepted where a number is expected), non-positive or non-finite sizes, a
-``micro_batch`` larger than ``global_batch``, a name outside ``[A-Za-z0-9._-]+`` and duplicate
-names. Every problem of the file is listed in the one error.
+``micro_batch`` larger than ``global_batch``, both ``iterations`` and ``tokens``, a time that is
+not ISO 8601, a ``deadline`` not after ``submitted_at``, a name outside ``[A-Za-z0-9._-]+`` and
+duplicate names; YAML aliases and files over 1 MB are refused (rules ``jobs.yaml_alias``,
+``jobs.too_large``). Every problem of the file is listed in the one error.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import re
 from collections.abc import Iterable
@@ -37,7 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from hulk.errors import InputError
 
@@ -65,6 +72,9 @@ class Job:
     micro_batch: int  # sequences per micro-batch
     priority: int = 0  # higher is placed first
     min_memory_gb: float | None = None  # None: 16 × params_b
+    iterations: int | None = None  # training iterations to run; None: until marked finished
+    submitted_at: dt.datetime | None = None  # UTC; None: when the scheduler first saw it
+    deadline: dt.datetime | None = None  # UTC; reported as met or missed, never enforced
 
     def __post_init__(self) -> None:
         problems = _job_problems(self)
@@ -118,6 +128,8 @@ def _job_problems(job: Job) -> list[str]:
     }
     if job.min_memory_gb is not None:
         sizes["min_memory_gb"] = job.min_memory_gb
+    if job.iterations is not None:
+        sizes["iterations"] = job.iterations
     for key, value in sizes.items():
         if isinstance(value, bool) or not isinstance(value, int | float):
             problems.append(f"{key} must be a number (got {value!r})")
@@ -127,7 +139,43 @@ def _job_problems(job: Job) -> list[str]:
         problems.append(
             f"micro_batch ({job.micro_batch}) must not exceed global_batch ({job.global_batch})"
         )
+    for key in ("submitted_at", "deadline"):
+        moment = getattr(job, key)
+        if moment is not None and (not isinstance(moment, dt.datetime) or moment.tzinfo is None):
+            problems.append(f"{key} must be a timezone-aware datetime (got {moment!r})")
+    if (
+        not problems
+        and job.submitted_at is not None
+        and job.deadline is not None
+        and job.deadline <= job.submitted_at
+    ):
+        problems.append(f"deadline {job.deadline} is not after submitted_at {job.submitted_at}")
     return problems
+
+
+def iterations_for_tokens(job: Job, tokens: float) -> int:
+    """Training iterations that consume `tokens` tokens: ceil(tokens / (global_batch × seq_len))."""
+    return max(1, math.ceil(tokens / (job.global_batch * job.seq_len)))
+
+
+def utc_time(value: object) -> object:
+    """An ISO 8601 string or datetime as an aware UTC datetime (no zone: UTC); else unchanged,
+    for the validator to reject."""
+    if isinstance(value, str):
+        try:
+            value = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            return value
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.UTC)
+        return value.astimezone(dt.UTC)
+    return value
+
+
+def format_time(moment: dt.datetime) -> str:
+    """``YYYY-MM-DDTHH:MM:SSZ`` (UTC, whole seconds): how files and tables show a time."""
+    return f"{moment.astimezone(dt.UTC):%Y-%m-%dT%H:%M:%SZ}"
 
 
 # --- presets (docs/design.md#job-presets) -----------------------------------------------------
@@ -161,6 +209,17 @@ def preset_jobs(names: Iterable[str]) -> list[Job]:
 # --- the jobs file ----------------------------------------------------------------------------
 
 _Positive = Field(gt=0, allow_inf_nan=False)
+_Time = Annotated[dt.datetime, BeforeValidator(utc_time)]
+
+
+def _yaml_float(value: object) -> object:
+    """YAML 1.1 reads ``1e9`` (no dot, no sign) as a string: take it as the number meant."""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
 
 
 class _JobModel(BaseModel):
@@ -175,6 +234,10 @@ class _JobModel(BaseModel):
     micro_batch: Annotated[int, Field(gt=0)]
     priority: int = 0
     min_memory_gb: Annotated[float, _Positive] | None = None
+    iterations: Annotated[int, Field(gt=0)] | None = None
+    tokens: Annotated[float, _Positive, BeforeValidator(_yaml_float)] | None = None
+    submitted_at: _Time | None = None
+    deadline: _Time | None = None
 
 
 _RULES = {
@@ -183,6 +246,9 @@ _RULES = {
     "string_pattern_mismatch": "jobs.bad_name",
     "greater_than": "jobs.not_positive",
     "finite_number": "jobs.not_positive",
+    "datetime_type": "jobs.bad_time",
+    "datetime_from_date_parsing": "jobs.bad_time",
+    "datetime_parsing": "jobs.bad_time",
 }
 
 
@@ -207,14 +273,43 @@ def _describe(index: int, raw: object, error: ErrorDetails) -> tuple[str, str]:
     return rule, f"{where}: {error['msg']} (got {error.get('input')!r})"
 
 
+MAX_JOBS_FILE_BYTES = 1_000_000  # a jobs file lists jobs, not data: larger is a mistake
+
+
+class _AliasRefused(yaml.MarkedYAMLError):
+    pass
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """Safe YAML without aliases: ``*name`` can expand a few lines into gigabytes."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise _AliasRefused(None, None, "aliases (*name) are not allowed", mark)
+        return super().compose_node(parent, index)
+
+
 def _read_yaml(path: Path) -> object:
     if not path.is_file():
         what = "is a folder, not a file" if path.is_dir() else "does not exist"
         raise InputError(path, "jobs.missing_file", f"the jobs file {what}")
+    size = path.stat().st_size
+    if size > MAX_JOBS_FILE_BYTES:
+        raise InputError(
+            path,
+            "jobs.too_large",
+            f"{size:,} bytes; a jobs file is at most {MAX_JOBS_FILE_BYTES:,}",
+        )
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=_NoAliasLoader)
     except UnicodeDecodeError as exc:
         raise InputError(path, "jobs.encoding", f"not UTF-8 text: {exc.reason}") from None
+    except _AliasRefused as exc:
+        where = f"line {exc.problem_mark.line + 1}" if exc.problem_mark else "the file"
+        raise InputError(
+            path, "jobs.yaml_alias", f"{where}: YAML aliases (*name) are not allowed"
+        ) from None
     except yaml.YAMLError as exc:
         raise InputError(path, "jobs.yaml_syntax", f"not valid YAML: {exc}") from None
 
@@ -256,6 +351,27 @@ def parse_jobs(raw: object, source: str | Path | None = None) -> list[Job]:
                 )
             )
             continue
+        if model.iterations is not None and model.tokens is not None:
+            problems.append(
+                (
+                    "jobs.length_twice",
+                    f"{label}, field 'tokens': give iterations or tokens, not both",
+                )
+            )
+            continue
+        if (
+            model.submitted_at is not None
+            and model.deadline is not None
+            and model.deadline <= model.submitted_at
+        ):
+            problems.append(
+                (
+                    "jobs.deadline_before_submission",
+                    f"{label}, field 'deadline': {format_time(model.deadline)} is not after "
+                    f"submitted_at {format_time(model.submitted_at)}",
+                )
+            )
+            continue
         if model.name in first_index:
             problems.append(
                 (
@@ -266,7 +382,11 @@ def parse_jobs(raw: object, source: str | Path | None = None) -> list[Job]:
             )
             continue
         first_index[model.name] = index
-        jobs.append(Job(**model.model_dump()))
+        fields = model.model_dump(exclude={"tokens"})
+        job = Job(**fields)
+        if model.tokens is not None:
+            job = Job(**{**fields, "iterations": iterations_for_tokens(job, model.tokens)})
+        jobs.append(job)
     if problems:
         rule, first = problems[0]
         detail = first if len(problems) == 1 else f"{first} (and {len(problems) - 1} more)"
@@ -294,6 +414,13 @@ def job_to_dict(job: Job) -> dict[str, Any]:
     }
     if job.min_memory_gb is not None:
         record["min_memory_gb"] = float(job.min_memory_gb)
+    # The scheduler's keys only when set, so mixes without them keep their content keys.
+    if job.iterations is not None:
+        record["iterations"] = job.iterations
+    for key in ("submitted_at", "deadline"):
+        moment = getattr(job, key)
+        if moment is not None:
+            record[key] = format_time(moment)
     return record
 
 

@@ -272,15 +272,17 @@ def build_document(
     generated_at: dt.datetime | None = None,
     model: Mapping[str, Any] | None = None,
     extra: Mapping[str, Any] | None = None,
+    job_extra: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The placements document (docs/contracts.md) for `placements` on `fleet`.
 
     `started` (default: now) names the run; `generated_at` (default: now) is when the document
-    was produced. `extra` adds top-level keys (e.g. ``replan``).
+    was produced. `extra` adds top-level keys (e.g. ``replan``, ``queue``); `job_extra` adds
+    keys to the entry of the job it names (e.g. the scheduler's ``start_at``).
     """
     generated_at = _utc(generated_at or utc_now())
     started = _utc(started or generated_at)
-    jobs = [job_record(p, fleet) for p in placements]
+    jobs = [{**job_record(p, fleet), **(job_extra or {}).get(p.job.name, {})} for p in placements]
     inputs = {
         "fleet": info.to_dict(),
         "jobs": [job["spec"] for job in jobs],
@@ -314,16 +316,25 @@ def dumps(doc: Mapping[str, Any]) -> str:
 def write_placements(doc: Mapping[str, Any], out_dir: str | Path) -> Path:
     """Write ``out_dir/<run_id>.json``, then replace ``out_dir/latest.json``; both atomically.
 
-    The text is produced before anything is written, so a document that cannot be serialised
-    (NaN, infinity) leaves the folder as it was; a failure while writing either file leaves the
-    previous ``latest.json`` in place. Returns the run's file.
+    A run id already taken in `out_dir` (two runs in the same second on the same inputs) gets
+    the first free suffix ``-2``, ``-3``, … in the file and its name, so no run's file replaces
+    another's (callers serialise runs with the data folder's assign lock). The text is produced
+    before anything is written, so a document that cannot be serialised (NaN, infinity) leaves
+    the folder as it was; a failure while writing either file leaves the previous
+    ``latest.json`` in place. Returns the run's file.
     """
     out_dir = Path(out_dir)
     run_id = doc.get("run_id")
     if not isinstance(run_id, str) or not run_id or "/" in run_id or run_id.startswith("."):
         raise ValueError(f"bad run_id {run_id!r}")
+    unique, suffix = run_id, 1
+    while (out_dir / f"{unique}.json").exists():
+        suffix += 1
+        unique = f"{run_id}-{suffix}"
+    if unique != run_id:
+        doc = {**doc, "run_id": unique}
     text = dumps(doc)
-    path = out_dir / f"{run_id}.json"
+    path = out_dir / f"{unique}.json"
     fileio.write_text(path, text)
     fileio.write_text(out_dir / LATEST, text)
     return path

@@ -163,6 +163,24 @@ class HardwareSettings(Section):
     mfu: Annotated[float, Field(gt=0, le=1)] = 0.4  # model FLOPs utilisation actually reached
 
 
+class SchedulerSettings(Section):
+    """The assign run as a scheduler (hulk.scheduler): running jobs, waiting jobs, moves."""
+
+    # A moved or restarted job loses this long (stop, checkpoint load, warm-up) plus the time
+    # its checkpoint (this many bytes per parameter: mixed-precision Adam) takes over the links
+    # from its old machines to its new ones.
+    restart_overhead_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 300.0
+    checkpoint_bytes_per_param: PositiveFloat = 16.0
+    # A waiting job considers starting now and at this many of the next times machines free up.
+    start_candidates: Annotated[int, Field(ge=1)] = 8
+    # A running job is moved only when the schedule's mean completion time drops by more than
+    # this share (the move's cost is already in it); at most this many moves per run.
+    move_gain: Annotated[float, Field(ge=0)] = 0.05
+    max_moves_per_run: Annotated[int, Field(ge=0)] = 1
+    # Wait this long for another assign run holding the data folder's assign lock.
+    lock_timeout_s: PositiveFloat = 600.0
+
+
 class PlannerSettings(Section):
     """The stage planner (hulk.planner): how widely it searches one job's machine set."""
 
@@ -439,6 +457,7 @@ class Settings(Section):
     hardware: HardwareSettings = HardwareSettings()
     assign: AssignSettings = AssignSettings()
     planner: PlannerSettings = PlannerSettings()
+    scheduler: SchedulerSettings = SchedulerSettings()
     teacher: TeacherSettings = TeacherSettings()
     corpus: CorpusSettings = CorpusSettings()
     model: ModelSettings = ModelSettings()

@@ -541,6 +541,8 @@ def placements_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
         for name in ("A", "B", "C"):
             base = baselines.get(name) or {}
             row[f"{name}_s"] = _round(base.get("iteration_s")) if base.get("feasible") else None
+        if "action" in job:  # the scheduler's estimates (UTC)
+            row.update({key: job.get(key) for key in ("action", "start_at", "finish_at")})
         row["reason"] = job.get("reason")
         rows.append(row)
     return rows
@@ -550,6 +552,17 @@ def _round(value: Any) -> float | None:
     if not isinstance(value, int | float) or not math.isfinite(value):
         return None
     return float(f"{value:.4g}")
+
+
+def _queue_markdown(queue: Any) -> list[str]:
+    if not isinstance(queue, dict):
+        return []
+    mean = queue.get("mean_completion_s")
+    mean_text = "-" if mean is None else f"{mean / 3600:.1f} h"
+    return [
+        f"- queue: mean completion {mean_text}, all done by {queue.get('ends_at') or '-'}, "
+        f"{queue.get('missed_deadlines', 0)} missed deadline(s)"
+    ]
 
 
 def placements_markdown(doc: dict[str, Any]) -> str:
@@ -565,6 +578,7 @@ def placements_markdown(doc: dict[str, Any]) -> str:
         f"- fleet: {doc.get('fleet', {}).get('nodes')} machines, snapshot "
         f"`{str(doc.get('fleet', {}).get('snapshot'))[:12]}`",
         f"- makespan: **{_round(doc.get('makespan_s'))} s** per iteration",
+        *_queue_markdown(doc.get("queue")),
         "",
         "Seconds per training iteration; A, B, C are the paper's baselines over the whole fleet.",
         "",
@@ -583,6 +597,14 @@ def placements_markdown(doc: dict[str, Any]) -> str:
             ),
         ]
         lines.append("| " + " | ".join(cells) + " |")
+    times = [
+        f"- {row['job']}: {row['action']}, start {row['start_at'] or '-'}, "
+        f"finish {row['finish_at'] or '-'}"
+        for row in placements_rows(doc)
+        if "action" in row
+    ]
+    if times:
+        lines += ["", "Estimated start and finish (UTC):", "", *times]
     reasons = [f"- {row['job']}: {row['reason']}" for row in placements_rows(doc) if row["reason"]]
     if reasons:
         lines += ["", *reasons]

@@ -10,16 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
 from hulk import schemas
-from hulk.data_folder import load_fleet, model_graph
+from hulk.data_folder import load_fleet
 from hulk.settings import Settings
 from hulk.stages import StepResult, Summary
 
 if TYPE_CHECKING:
     from hulk.cost import Fleet
-    from hulk.jobs import Job
     from hulk.placements import JobPlacement
 
 
@@ -29,6 +26,7 @@ class AssignSummary(Summary):
     run_id: str
     jobs: list[dict[str, Any]]  # `placement_rows`
     makespan_s: float | None
+    queue: dict[str, Any] | None = None  # the scheduler's figures (`hulk.stages.schedule`)
 
 
 def run(
@@ -40,14 +38,16 @@ def run(
     seed: int | None = None,
     now: dt.datetime | None = None,
 ) -> StepResult[AssignSummary]:
-    """Place the jobs of `jobs_file` on the fleet of `data_dir`; write placements atomically.
+    """Schedule the jobs on the fleet of `data_dir`; write placements atomically.
 
-    Defaults from params.yaml (``assign:`` and ``seed``). Every input is read and checked, and
-    the assignment made, before anything is written.
+    Defaults from params.yaml (``assign:``, ``scheduler:`` and ``seed``). The concurrent
+    strategies (``teacher``, ``gnn``) schedule (`hulk.scheduler`, state in the data folder's job
+    store, under its assign lock); the whole-fleet systems A, B, C place the jobs file one job
+    at a time, without state. Every input is read and checked, and the assignment made, before
+    anything is written.
     """
     from hulk import placements as pl
-    from hulk.assign import check_strategy, makespan, place_jobs, schedule_of
-    from hulk.jobs import load_jobs
+    from hulk.assign import check_strategy, schedule_of
 
     started = now or pl.utc_now()
     jobs_file = jobs_file or settings.assign.jobs_file
@@ -60,15 +60,33 @@ def run(
         check_strategy(strategy)
     out_dir = out_dir or settings.assign.placements_dir
     seed = settings.seed if seed is None else seed
+    if schedule_of(strategy) == pl.SEQUENTIAL:
+        return _whole_fleet(data_dir, settings, jobs_file, strategy, out_dir, seed, started, now)
+    from hulk.folder_lock import folder_lock
+    from hulk.stages.scheduling import schedule_run
+
+    with folder_lock(data_dir, "assign", settings.scheduler.lock_timeout_s):
+        return schedule_run(data_dir, settings, jobs_file, strategy, out_dir, seed, started, now)
+
+
+def _whole_fleet(
+    data_dir: Path,
+    settings: Settings,
+    jobs_file: Path,
+    strategy: str,
+    out_dir: Path,
+    seed: int,
+    started: dt.datetime,
+    now: dt.datetime | None,
+) -> StepResult[AssignSummary]:
+    """Systems A, B, C: the jobs file on the whole fleet, one job after another."""
+    from hulk import placements as pl
+    from hulk.assign import makespan, place_jobs, schedule_of
+    from hulk.jobs import load_jobs
+
     jobs = load_jobs(jobs_file)
-    fleet, inventory, links = load_fleet(data_dir, settings)
-    model_record = None
-    if strategy == "gnn":
-        placed, model_record = champion_placements(
-            data_dir, jobs, fleet, inventory, links, settings, seed
-        )
-    else:
-        placed = place_jobs(jobs, fleet, strategy, settings, seed)
+    fleet, _, _ = load_fleet(data_dir, settings)
+    placed = place_jobs(jobs, fleet, strategy, settings, seed)
     info = pl.fleet_info(fleet, data_dir / schemas.LINKS_FILE, data_dir / schemas.INVENTORY_FILE)
     doc = pl.build_document(
         placed,
@@ -80,51 +98,33 @@ def run(
         seed=seed,
         started=started,
         generated_at=now,
-        model=model_record,
     )
     path = pl.write_placements(doc, out_dir)
     return StepResult(
         outputs={"placements": path, "latest": out_dir / pl.LATEST},
         summary=AssignSummary(
             strategy=strategy,
-            run_id=doc["run_id"],
+            run_id=path.stem,
             jobs=placement_rows(placed, fleet),
             makespan_s=doc["makespan_s"],
         ),
     )
 
 
-def champion_placements(
-    data_dir: Path,
-    jobs: Sequence[Job],
-    fleet: Fleet,
-    inventory: pd.DataFrame,
-    links: pd.DataFrame,
-    settings: Settings,
-    seed: int,
-) -> tuple[list[JobPlacement], dict[str, Any]]:
-    """The champion GNN + Algorithm 1 + planner; the teacher's plan when the quick check fails.
-
-    Returns the placements and the placements file's ``model`` record (name, version, alias,
-    and ``fallback``: why the teacher's plan was used instead, or null).
-    """
-    from hulk.gnn import model_placements
+def load_champion(settings: Settings) -> tuple[Any, dict[str, Any]]:
+    """The champion model and the placements file's ``model`` record (name, version, alias,
+    ``fallback``: null until a run falls back to the teacher)."""
     from hulk.model import model_from_state
     from hulk.registry import load_model_files
 
     state_dict, config, version = load_model_files(settings, alias="champion")
-    model = model_from_state(config, state_dict)
-    graph = model_graph(data_dir, settings)
-    placements, fallback = model_placements(
-        model, jobs, fleet, inventory, links, settings, seed, graph=graph
-    )
     record = {
         "name": version.name,
         "version": str(version.version),
         "alias": version.alias,
-        "fallback": fallback,
+        "fallback": None,
     }
-    return placements, record
+    return model_from_state(config, state_dict), record
 
 
 def placement_rows(placements: Sequence[JobPlacement], fleet: Fleet) -> list[dict[str, Any]]:

@@ -44,7 +44,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -803,7 +803,8 @@ def _stale_machines(
         f"last {settings.stale_after_hours:g} h of the window (since {since.isoformat()}): "
         f"{name_list(machines.ids[stale].tolist())}"
     )
-    return [finding("warning", "logs.stale_machine", where, message, len(stale), examples)]
+    found = finding("warning", "logs.stale_machine", where, message, len(stale), examples)
+    return [replace(found, machines=sorted(int(n) for n in machines.ids[stale]))]
 
 
 def _asymmetric_pairs(totals: _Totals, settings: ValidateSettings, where: str) -> list[Finding]:

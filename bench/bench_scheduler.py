@@ -1,0 +1,461 @@
+"""Benchmark: a simulated week of the assign run as a scheduler, against the two ways Hulk could
+run without one.
+
+    .venv/bin/python bench/bench_scheduler.py [--seed S] [--days D] [--skip-big]
+
+The default fleet (params.yaml ``generate.preset``, its expected link table: no logs needed) in
+a temporary data folder. Jobs arrive for `--days` days (Poisson arrivals plus bursts; the
+presets' sizes, small models most often; each job's length drawn log-normal around 12 hours
+of its best plan on the whole fleet); machines fail and come back (their status in machines.csv).
+Every 15 simulated minutes, while jobs remain:
+
+* **Hulk** runs the real assign step (`hulk.stages.assign.run`, strategy teacher, the job store
+  and placements files of the data folder) at the simulated time; the jobs file lists the jobs
+  arrived so far. Completion times come from the job store.
+* **(a) today's behaviour**: whenever the jobs or the machines changed, every job not finished
+  is placed again from scratch side by side by the teacher (`hulk.assign.place_jobs`); a job
+  whose machines or stages changed pays the move (`hulk.scheduler.move_cost`).
+* **(b) one job after another** in arrival order, each on the whole fleet under the best of
+  Systems A, B, C (a failure restarts it on the fleet as it is).
+
+Progress is the cost model's: a job computes at its plan's seconds per iteration on the fleet
+of the moment. Printed: mean job completion time (finish − arrival) of each, the ratios, the
+moves of running jobs (after a failure / for a gain), and the assign runs' scheduling seconds
+(the scheduler's own decision time, `queue.scheduling_s`, and the whole step). A second scenario
+times assign runs at 1,000 machines (``synthetic-1000``) with 20 jobs in the store.
+
+Targets (issue: the assignment flow as a scheduler): mean completion ≥ 1.5× better than both
+(a) and (b); no running job moved except after a failure or by a move that pays; scheduling
+≤ 2 s per run at 47 machines and ≤ 10 s at 1,000. Writes bench/out/scheduler.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from hulk import fileio, schemas  # noqa: E402
+from hulk.assign import place_jobs, whole_fleet_baselines  # noqa: E402
+from hulk.cost import Fleet  # noqa: E402
+from hulk.generate import expected_links  # noqa: E402
+from hulk.job_store import FINISHED, JobStore  # noqa: E402
+from hulk.jobs import PRESET_JOBS, Job, dump_jobs  # noqa: E402
+from hulk.planner import plan_job  # noqa: E402
+from hulk.presets import build_fleet  # noqa: E402
+from hulk.scheduler import move_cost  # noqa: E402
+from hulk.settings import Settings, load_settings  # noqa: E402
+from hulk.stages import assign as assign_stage  # noqa: E402
+from hulk.stages.scheduling import jobs_db  # noqa: E402
+
+TICK_S = 900.0
+START = dt.datetime(2026, 11, 2, 0, 0, tzinfo=dt.UTC)
+MIX = {  # preset → share of arrivals
+    "BERT-large": 0.28,
+    "RoBERTa-large": 0.14,
+    "XLNet-large": 0.14,
+    "GPT-2-1.5B": 0.22,
+    "T5-11B": 0.16,
+    "OPT-175B": 0.06,
+}
+
+
+@dataclass(frozen=True)
+class Arrival:
+    job: Job
+    at_s: float
+
+
+@dataclass(frozen=True)
+class Outage:
+    node_id: int
+    start_s: float
+    end_s: float
+
+
+@dataclass
+class Workload:
+    arrivals: list[Arrival]
+    outages: list[Outage]
+
+
+def workload(fleet: Fleet, settings: Settings, seed: int, days: float) -> Workload:
+    """Seeded arrivals (Poisson, 1 job per 2 h, plus two bursts of 6) and one outage a day."""
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5343484544]))
+    horizon = days * 86_400
+    times: list[float] = []
+    t = float(rng.exponential(2 * 3600))
+    while t < horizon:
+        times.append(t)
+        t += float(rng.exponential(2 * 3600))
+    for burst in rng.uniform(0.1, 0.8, 2) * horizon:
+        times += [float(burst + 60 * k) for k in range(6)]
+    times.sort()
+    names = list(MIX)
+    weights = np.array(list(MIX.values()))
+    every = fleet.active_indices()
+    reference: dict[str, float] = {}
+    arrivals = []
+    for k, at in enumerate(times):
+        preset = PRESET_JOBS[names[int(rng.choice(len(names), p=weights / weights.sum()))]]
+        if preset.name not in reference:
+            reference[preset.name] = plan_job(preset, fleet, every, settings.planner)[1].iteration_s
+        hours = float(np.clip(rng.lognormal(math.log(12.0), 1.0), 1.0, 96.0))
+        iterations = max(1, math.ceil(hours * 3600 / reference[preset.name]))
+        job = Job(**{**preset.__dict__, "name": f"{preset.name}-{k:03d}", "iterations": iterations})
+        arrivals.append(Arrival(job, round(at)))
+    outages = []
+    ids = fleet.node_ids[every]
+    for at in np.sort(rng.uniform(0, horizon, max(1, round(days)))):
+        outages.append(
+            Outage(int(rng.choice(ids)), float(at), float(at + rng.uniform(1, 12) * 3600))
+        )
+    return Workload(arrivals, outages)
+
+
+def offered_load(fleet: Fleet, work: Workload, settings: Settings) -> float:
+    """Machine-hours the jobs need on their best plans over the fleet's machine-hours while
+    they arrive: above 1, jobs must queue whatever the schedule."""
+    plans: dict[tuple, tuple] = {}
+    needed = 0.0
+    for arrival in work.arrivals:
+        job = arrival.job
+        key = (job.params_b, job.layers, job.hidden, job.seq_len, job.global_batch)
+        if key not in plans:
+            plans[key] = plan_job(job, fleet, fleet.active_indices(), settings.planner)
+        plan, cost = plans[key]
+        if plan is not None:
+            needed += len(plan.nodes) * (job.iterations or 0) * cost.iteration_s
+    span = max(a.at_s for a in work.arrivals) if work.arrivals else 1.0
+    return needed / (len(fleet.active_indices()) * max(span, 1.0))
+
+
+def down_at(outages: list[Outage], t: float) -> set[int]:
+    return {o.node_id for o in outages if o.start_s <= t < o.end_s}
+
+
+def with_down(inventory: pd.DataFrame, down: set[int]) -> pd.DataFrame:
+    frame = inventory.copy()
+    frame.loc[frame["node_id"].isin(sorted(down)), "status"] = schemas.STATUS_DRAINED
+    return frame
+
+
+# --- Hulk: the real assign step ----------------------------------------------------------------
+
+
+def run_hulk(
+    data: Path, inventory: pd.DataFrame, work: Workload, settings: Settings, seed: int
+) -> dict:
+    jobs_file = data / "jobs" / "upcoming.yaml"
+    arrived: list[Job] = []
+    pending = list(work.arrivals)
+    down: set[int] | None = None
+    t = 0.0
+    schedule_s: list[float] = []
+    step_s: list[float] = []
+    total = len(work.arrivals)
+    while True:
+        while pending and pending[0].at_s <= t:
+            arrived.append(pending.pop(0).job)
+        now_down = down_at(work.outages, t)
+        if now_down != down:
+            down = now_down
+            fileio.write_csv(data / schemas.INVENTORY_FILE, with_down(inventory, down))
+        if arrived:
+            fileio.write_text(jobs_file, dump_jobs(arrived))
+            clock = time.perf_counter()
+            result = assign_stage.run(
+                data,
+                settings,
+                jobs_file=jobs_file,
+                strategy="teacher",
+                out_dir=data / "placements",
+                seed=seed,
+                now=START + dt.timedelta(seconds=t),
+            )
+            step_s.append(time.perf_counter() - clock)
+            assert result.summary.queue is not None
+            schedule_s.append(result.summary.queue["scheduling_s"])
+        with JobStore(jobs_db(data)) as store:
+            done = len(store.jobs([FINISHED]))
+        if done == total and not pending:
+            break
+        t += TICK_S
+    with JobStore(jobs_db(data)) as store:
+        states = store.jobs()
+        events = store.events()
+    arrival = {a.job.name: a.at_s for a in work.arrivals}
+    completion = [
+        (s.finished_at - START).total_seconds() - arrival[s.job.name]
+        for s in states
+        if s.finished_at
+    ]
+    moved = sum(e["event"] == "moved" for e in events)
+    restarted = sum(e["event"] in ("restarted", "stopped") for e in events)
+    return {
+        "mean_completion_s": float(np.mean(completion)),
+        "jobs": len(completion),
+        "moves_for_gain": moved,
+        "restarts_after_failure": restarted,
+        "runs": len(step_s),
+        "scheduling_s_max": max(schedule_s),
+        "scheduling_s_mean": float(np.mean(schedule_s)),
+        "step_s_max": max(step_s),
+        "step_s_mean": float(np.mean(step_s)),
+    }
+
+
+# --- (a) today's behaviour: re-placed from scratch -----------------------------------------------
+
+
+@dataclass
+class _Live:
+    job: Job
+    arrival_s: float
+    done: float = 0.0
+    nodes: tuple[int, ...] = ()  # node ids
+    records: list | None = None
+    iteration_s: float = math.inf
+    paused_until: float = 0.0
+    finished_s: float | None = None
+    moves: int = 0
+    history: list = field(default_factory=list)
+
+
+def run_replace(
+    inventory: pd.DataFrame, links: pd.DataFrame, work: Workload, settings: Settings, seed: int
+) -> dict:
+    from hulk.cost import Plan
+
+    pending = list(work.arrivals)
+    live: list[_Live] = []
+    finished: list[_Live] = []
+    key = None
+    t = 0.0
+    fleet = None
+    moves = 0
+    while pending or live:
+        # Progress over the last tick.
+        for job in live:
+            start = max(t - TICK_S, job.paused_until)
+            if job.nodes and t > start:
+                job.done += (t - start) / job.iteration_s
+        for job in list(live):
+            if job.nodes and job.done >= (job.job.iterations or 0):
+                over = (job.done - (job.job.iterations or 0)) * job.iteration_s
+                job.finished_s = t - over
+                live.remove(job)
+                finished.append(job)
+        while pending and pending[0].at_s <= t:
+            arrival = pending.pop(0)
+            live.append(_Live(arrival.job, arrival.at_s))
+        down = down_at(work.outages, t)
+        now_key = (tuple(j.job.name for j in live), tuple(sorted(down)))
+        if live and now_key != key:
+            key = now_key
+            fleet = Fleet.from_frames(
+                with_down(inventory, down), links, settings.hardware, settings.graph.bandwidth_tiers
+            )
+            placed = place_jobs([j.job for j in live], fleet, "teacher", settings, seed)
+            for job, p in zip(live, placed, strict=True):
+                records = p.plan.to_records(fleet) if p.plan is not None else None
+                if records == job.records:
+                    continue
+                if job.nodes and p.plan is not None:  # a running job moved: it pays the move
+                    old = [int(i) for i in fleet.index_of(list(job.nodes))]
+                    old_plan = Plan.from_records(fleet, job.records or [])
+                    job.paused_until = t + move_cost(
+                        job.job, fleet, old, old_plan, p.plan, p.plan.nodes, settings.scheduler
+                    )
+                    moves += 1
+                else:
+                    job.paused_until = t
+                job.records = records
+                job.nodes = tuple(p.plan.node_ids(fleet)) if p.plan is not None else ()
+                job.iteration_s = p.estimate.iteration_s if p.estimate else math.inf
+        t += TICK_S
+    completion = [j.finished_s - j.arrival_s for j in finished if j.finished_s is not None]
+    return {
+        "mean_completion_s": float(np.mean(completion)),
+        "jobs": len(completion),
+        "moves": moves,
+    }
+
+
+# --- (b) one job after another, best of A, B, C ---------------------------------------------------
+
+
+def run_sequential(
+    inventory: pd.DataFrame, links: pd.DataFrame, work: Workload, settings: Settings
+) -> dict:
+    fleets: dict[tuple[int, ...], Fleet] = {}
+
+    def fleet_at(t: float) -> Fleet:
+        down = tuple(sorted(down_at(work.outages, t)))
+        if down not in fleets:
+            fleets[down] = Fleet.from_frames(
+                with_down(inventory, set(down)),
+                links,
+                settings.hardware,
+                settings.graph.bandwidth_tiers,
+            )
+        return fleets[down]
+
+    boundaries = sorted({o.start_s for o in work.outages} | {o.end_s for o in work.outages})
+    t = 0.0
+    completion = []
+    for arrival in work.arrivals:
+        t = max(t, arrival.at_s)
+        left = float(arrival.job.iterations or 0)
+        while left > 0:
+            costs = whole_fleet_baselines(arrival.job, fleet_at(t))[0]
+            best = min((c.iteration_s for c in costs.values() if c.feasible), default=math.inf)
+            nxt = next((b for b in boundaries if b > t), math.inf)
+            need = left * best
+            if t + need <= nxt:
+                t += need
+                left = 0
+            else:  # the fleet changes: a restart on the fleet as it is then
+                left -= (nxt - t) / best
+                t = nxt + settings.scheduler.restart_overhead_s
+        completion.append(t - arrival.at_s)
+    return {"mean_completion_s": float(np.mean(completion)), "jobs": len(completion)}
+
+
+# --- 1,000 machines: scheduling time ------------------------------------------------------------
+
+
+def run_big(settings: Settings, seed: int) -> dict:
+    inventory = build_fleet("synthetic-1000", seed, settings.generate)
+    links = expected_links(inventory, seed, settings.generate)
+    rng = np.random.default_rng(seed)
+    names = list(MIX)
+    jobs = []
+    for k in range(20):
+        preset = PRESET_JOBS[names[int(rng.integers(len(names)))]]
+        jobs.append(
+            Job(
+                **{
+                    **preset.__dict__,
+                    "name": f"{preset.name}-{k:02d}",
+                    "iterations": int(rng.integers(100, 100_000)),
+                }
+            )
+        )
+    with tempfile.TemporaryDirectory(prefix="hulk-bench-sched-big-") as tmp:
+        data = Path(tmp) / "data"
+        fileio.write_csv(
+            data / schemas.INVENTORY_FILE, schemas.conform(inventory, schemas.INVENTORY)
+        )
+        fileio.write_parquet(data / schemas.LINKS_FILE, schemas.conform(links, schemas.LINKS))
+        jobs_file = data / "jobs" / "upcoming.yaml"
+        scheduling, steps = [], []
+        for tick in range(4):  # half the jobs, then all, then two quiet runs
+            fileio.write_text(jobs_file, dump_jobs(jobs[: 10 if tick == 0 else 20]))
+            clock = time.perf_counter()
+            result = assign_stage.run(
+                data,
+                settings,
+                jobs_file=jobs_file,
+                strategy="teacher",
+                out_dir=data / "placements",
+                seed=seed,
+                now=START + dt.timedelta(seconds=tick * TICK_S),
+            )
+            steps.append(time.perf_counter() - clock)
+            assert result.summary.queue is not None
+            scheduling.append(result.summary.queue["scheduling_s"])
+    return {"machines": len(inventory), "scheduling_s": scheduling, "step_s": steps}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--days", type=float, default=7.0)
+    parser.add_argument("--params", type=Path, default=ROOT / "params.yaml")
+    parser.add_argument("--skip-big", action="store_true")
+    args = parser.parse_args()
+    settings = load_settings(args.params)
+    seed = settings.seed if args.seed is None else args.seed
+    inventory = schemas.conform(
+        build_fleet(settings.generate.preset, seed, settings.generate), schemas.INVENTORY
+    )
+    links = schemas.conform(expected_links(inventory, seed, settings.generate), schemas.LINKS)
+    fleet = Fleet.from_frames(inventory, links, settings.hardware, settings.graph.bandwidth_tiers)
+    work = workload(fleet, settings, seed, args.days)
+    print(
+        f"{len(work.arrivals)} jobs over {args.days:g} days, {len(work.outages)} outages, "
+        f"{fleet.n} machines, offered load {offered_load(fleet, work, settings):.2f}"
+    )
+
+    clock = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="hulk-bench-sched-") as tmp:
+        data = Path(tmp) / "data"
+        fileio.write_parquet(data / schemas.LINKS_FILE, links)
+        hulk = run_hulk(data, inventory, work, settings, seed)
+    hulk["wall_s"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    today = run_replace(inventory, links, work, settings, seed)
+    today["wall_s"] = time.perf_counter() - clock
+    sequential = run_sequential(inventory, links, work, settings)
+    big = None if args.skip_big else run_big(settings, seed)
+
+    def hours(s: float) -> str:
+        return f"{s / 3600:,.1f} h"
+
+    vs_a = today["mean_completion_s"] / hulk["mean_completion_s"]
+    vs_b = sequential["mean_completion_s"] / hulk["mean_completion_s"]
+    print(f"{'policy':<34}{'mean completion':>18}{'jobs':>6}")
+    for name, result in (
+        ("Hulk scheduler", hulk),
+        ("(a) re-placed from scratch", today),
+        ("(b) one after another, best ABC", sequential),
+    ):
+        print(f"{name:<34}{hours(result['mean_completion_s']):>18}{result['jobs']:>6}")
+    print(f"Hulk vs (a): {vs_a:.2f}x   Hulk vs (b): {vs_b:.2f}x   (target ≥ 1.5x both)")
+    gain, failure = hulk["moves_for_gain"], hulk["restarts_after_failure"]
+    print(f"running jobs moved: Hulk {gain} for a gain, {failure} after a failure; ", end="")
+    print(f"(a) {today['moves']} moves")
+    print(f"assign runs: {hulk['runs']}; scheduling max {hulk['scheduling_s_max']:.2f} s, ", end="")
+    print(f"mean {hulk['scheduling_s_mean']:.2f} s (target ≤ 2 s); ", end="")
+    print(f"whole step max {hulk['step_s_max']:.2f} s, mean {hulk['step_s_mean']:.2f} s")
+    checks = {
+        "mean completion ≥ 1.5× better than (a) and (b)": vs_a >= 1.5 and vs_b >= 1.5,
+        "scheduling ≤ 2 s per run at 47 machines": hulk["scheduling_s_max"] <= 2.0,
+    }
+    if big is not None:
+        scheduling = ", ".join(f"{s:.2f}" for s in big["scheduling_s"])
+        whole = ", ".join(f"{s:.1f}" for s in big["step_s"])
+        print(f"{big['machines']} machines: scheduling {scheduling} s (target ≤ 10 s); ", end="")
+        print(f"whole step {whole} s")
+        checks["scheduling ≤ 10 s per run at 1,000 machines"] = max(big["scheduling_s"]) <= 10.0
+    for name, ok in checks.items():
+        print(f"{'PASS' if ok else 'FAIL'}  {name}")
+    out = ROOT / "bench" / "out"
+    out.mkdir(parents=True, exist_ok=True)
+    record = {
+        "seed": seed,
+        "days": args.days,
+        "hulk": hulk,
+        "replaced": today,
+        "sequential": sequential,
+        "big": big,
+        "checks": checks,
+    }
+    (out / "scheduler.json").write_text(json.dumps(record, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""Locks on a data folder, so that two runs never write it at the same time.
+
+An advisory ``fcntl`` lock on a file in the folder: the kernel releases it when the process ends,
+however it ends (``kill -9`` included), so a crashed run never leaves the folder locked. The
+lock file holds the holder's pid and start time, for the message of whoever waits. It works
+for runs outside Prefect (the CLI, cron, DVC) and inside it alike.
+
+Two locks: ``assign`` (the scheduler's state and the published placements: every assign run,
+the nightly's included) and ``nightly`` (the fleet's data, graph, labels and model). An assign
+run never waits for a nightly: it reads files that are replaced atomically and the champion as
+it was when it started.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from hulk.errors import InputError
+
+LOCK_DIR = ".locks"
+
+
+def lock_path(data_dir: Path, name: str) -> Path:
+    return Path(data_dir) / LOCK_DIR / f"{name}.lock"
+
+
+@contextmanager
+def folder_lock(data_dir: Path, name: str, timeout_s: float, poll_s: float = 0.2) -> Iterator[None]:
+    """Hold the data folder's lock `name` for the block; wait up to `timeout_s` for it.
+
+    Raises `InputError` (rule ``lock.timeout``) naming the lock file and its holder when it
+    stays taken.
+    """
+    path = lock_path(data_dir, name)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise InputError(
+            path, "lock.unwritable", f"cannot create the lock file: {exc.strerror}"
+        ) from None
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    holder = os.pread(handle, 200, 0).decode(errors="replace").strip()
+                    raise InputError(
+                        path,
+                        "lock.timeout",
+                        f"another {name} run holds the data folder ({holder or 'holder unknown'})"
+                        f"; waited {timeout_s:g} s",
+                    ) from None
+                time.sleep(poll_s)
+        os.ftruncate(handle, 0)
+        stamp = f"pid {os.getpid()} since {dt.datetime.now(dt.UTC):%Y-%m-%dT%H:%M:%SZ}"
+        os.pwrite(handle, stamp.encode(), 0)
+        try:
+            yield
+        finally:
+            os.ftruncate(handle, 0)
+            fcntl.flock(handle, fcntl.LOCK_UN)
+    finally:
+        os.close(handle)

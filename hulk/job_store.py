@@ -1,0 +1,420 @@
+"""The state of every job, kept in the data folder: ``DATA/jobs/jobs.db`` (SQLite).
+
+A job's life: ``submitted`` (known, not yet scheduled) → ``queued`` (waiting) → ``running``
+(machines, stages, since when) → ``finished`` or ``cancelled``. A running job whose machines
+failed goes back to ``queued`` until the next run restarts it. Every change is one SQLite
+transaction, so the store is never half-written, and is logged in the ``events`` table (the
+job's history: `JobStore.events`).
+
+Progress is counted, not measured: a running job has done ``done_iterations`` when its current
+placement started computing (``computing_since``), plus the time since over its estimated
+seconds per iteration. Users who know better say so (`JobStore.report_progress`); a job whose
+estimated iterations are done is finished by the next assign run (`JobStore.finish_done`).
+
+The jobs file stays the list of upcoming jobs: `JobStore.sync_file` submits the jobs it lists
+that the store does not know, updates waiting ones whose spec changed, and withdraws (cancels)
+waiting jobs that came from the file and are no longer in it. Running and finished jobs are
+never changed by the file.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from hulk.errors import InputError
+from hulk.jobs import Job, format_time, job_to_dict, parse_jobs, utc_time
+
+SUBMITTED, QUEUED, RUNNING, FINISHED, CANCELLED = (
+    "submitted",
+    "queued",
+    "running",
+    "finished",
+    "cancelled",
+)
+STATES = (SUBMITTED, QUEUED, RUNNING, FINISHED, CANCELLED)
+WAITING = (SUBMITTED, QUEUED)
+DONE = (FINISHED, CANCELLED)
+FROM_FILE, FROM_CLI = "jobs-file", "cli"
+_FORMAT = 1  # PRAGMA user_version
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    name TEXT PRIMARY KEY,
+    spec TEXT NOT NULL,
+    source TEXT NOT NULL,
+    state TEXT NOT NULL,
+    submitted_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    reason TEXT,
+    nodes TEXT,
+    layout TEXT,
+    replicas TEXT,
+    iteration_s REAL,
+    started_at TEXT,
+    computing_since TEXT,
+    done_iterations REAL NOT NULL DEFAULT 0,
+    moves INTEGER NOT NULL DEFAULT 0,
+    finished_at TEXT
+);
+CREATE TABLE IF NOT EXISTS plans (
+    key TEXT PRIMARY KEY,
+    plan TEXT NOT NULL,
+    used_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at TEXT NOT NULL,
+    job TEXT NOT NULL,
+    event TEXT NOT NULL,
+    detail TEXT
+);
+"""
+
+
+@dataclass(frozen=True)
+class JobState:
+    """One row of the store."""
+
+    job: Job
+    source: str
+    state: str
+    submitted_at: dt.datetime
+    updated_at: dt.datetime
+    reason: str | None = None
+    nodes: tuple[int, ...] = ()  # node ids while running
+    layout: str | None = None
+    replicas: list[dict[str, Any]] | None = None  # the placements file's replica records
+    iteration_s: float | None = None
+    started_at: dt.datetime | None = None  # first start
+    computing_since: dt.datetime | None = None  # current placement computes from then
+    done_iterations: float = 0.0  # done at computing_since
+    moves: int = 0
+    finished_at: dt.datetime | None = None
+
+    def progress(self, now: dt.datetime) -> float:
+        """Iterations done by `now` (estimated from the plan's seconds per iteration)."""
+        if self.state != RUNNING or self.computing_since is None or not self.iteration_s:
+            return self.done_iterations
+        seconds = max(0.0, (now - self.computing_since).total_seconds())
+        return self.done_iterations + seconds / self.iteration_s
+
+    def remaining(self, now: dt.datetime) -> float | None:
+        """Iterations left at `now`; None for a job without a length."""
+        if self.job.iterations is None:
+            return None
+        return max(0.0, self.job.iterations - self.progress(now))
+
+    def estimated_finish(self) -> dt.datetime | None:
+        """When a running job's iterations are done (None without a length or a plan)."""
+        if (
+            self.state != RUNNING
+            or self.job.iterations is None
+            or self.computing_since is None
+            or not self.iteration_s
+        ):
+            return None
+        left = max(0.0, self.job.iterations - self.done_iterations) * self.iteration_s
+        return self.computing_since + dt.timedelta(seconds=left)
+
+    def to_dict(self, now: dt.datetime | None = None) -> dict[str, Any]:
+        """The row as JSON-ready values (`hulk jobs list --json`)."""
+        record: dict[str, Any] = {
+            "job": self.job.name,
+            "state": self.state,
+            "source": self.source,
+            "submitted_at": format_time(self.submitted_at),
+            "updated_at": format_time(self.updated_at),
+            "reason": self.reason,
+            "nodes": list(self.nodes),
+            "iterations": self.job.iterations,
+            "done_iterations": round(self.progress(now), 1) if now else self.done_iterations,
+            "iteration_s": self.iteration_s,
+            "started_at": _fmt(self.started_at),
+            "finished_at": _fmt(self.finished_at),
+            "estimated_finish": _fmt(self.estimated_finish()),
+            "moves": self.moves,
+        }
+        return record
+
+
+def _fmt(moment: dt.datetime | None) -> str | None:
+    return format_time(moment) if moment is not None else None
+
+
+def _time(text: str | None) -> dt.datetime | None:
+    if text is None:
+        return None
+    value = utc_time(text)
+    assert isinstance(value, dt.datetime)
+    return value
+
+
+class JobStore:
+    """The SQLite job store at `path` (created on first use). Use as a context manager or call
+    `close`; every method commits its own transaction."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            version = self.db.execute("PRAGMA user_version").fetchone()[0]
+            if version not in (0, _FORMAT):
+                raise InputError(
+                    self.path, "jobs_db.format", f"format {version}; this Hulk reads {_FORMAT}"
+                )
+            self.db.executescript(_SCHEMA)
+            self.db.execute(f"PRAGMA user_version = {_FORMAT}")
+        except sqlite3.DatabaseError as exc:
+            raise InputError(self.path, "jobs_db.readable", f"not a job store: {exc}") from None
+
+    def __enter__(self) -> JobStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.db.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """All changes inside land together or not at all."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    # -- reading --
+
+    def jobs(self, states: Sequence[str] | None = None) -> list[JobState]:
+        """Jobs in submission order (then name), optionally only those in `states`."""
+        rows = self.db.execute("SELECT * FROM jobs ORDER BY submitted_at, name").fetchall()
+        columns = [c[0] for c in self.db.execute("SELECT * FROM jobs LIMIT 0").description]
+        found = [self._row(dict(zip(columns, row, strict=True))) for row in rows]
+        return [j for j in found if states is None or j.state in states]
+
+    def get(self, name: str) -> JobState | None:
+        matches = [j for j in self.jobs() if j.job.name == name]
+        return matches[0] if matches else None
+
+    def events(self, name: str | None = None) -> list[dict[str, Any]]:
+        """The history: every change, oldest first (of one job when `name` is given)."""
+        query = "SELECT at, job, event, detail FROM events"
+        args: tuple[str, ...] = ()
+        if name is not None:
+            query, args = query + " WHERE job = ?", (name,)
+        rows = self.db.execute(query + " ORDER BY id", args).fetchall()
+        return [{"at": a, "job": j, "event": e, "detail": d} for a, j, e, d in rows]
+
+    def _row(self, row: dict[str, Any]) -> JobState:
+        spec = json.loads(row["spec"])
+        job = parse_jobs({"jobs": [spec]}, source=self.path)[0]
+        submitted = _time(row["submitted_at"])
+        updated = _time(row["updated_at"])
+        assert submitted is not None and updated is not None
+        return JobState(
+            job=job,
+            source=row["source"],
+            state=row["state"],
+            submitted_at=submitted,
+            updated_at=updated,
+            reason=row["reason"],
+            nodes=tuple(json.loads(row["nodes"])) if row["nodes"] else (),
+            layout=row["layout"],
+            replicas=json.loads(row["replicas"]) if row["replicas"] else None,
+            iteration_s=row["iteration_s"],
+            started_at=_time(row["started_at"]),
+            computing_since=_time(row["computing_since"]),
+            done_iterations=float(row["done_iterations"]),
+            moves=int(row["moves"]),
+            finished_at=_time(row["finished_at"]),
+        )
+
+    # -- writing --
+
+    def put(self, state: JobState, event: str, detail: str | None = None) -> None:
+        """Insert or replace one job's row and log `event` (inside a transaction or alone)."""
+        values = {
+            "name": state.job.name,
+            "spec": json.dumps(job_to_dict(state.job), sort_keys=True),
+            "source": state.source,
+            "state": state.state,
+            "submitted_at": format_time(state.submitted_at),
+            "updated_at": format_time(state.updated_at),
+            "reason": state.reason,
+            "nodes": json.dumps(list(state.nodes)) if state.nodes else None,
+            "layout": state.layout,
+            "replicas": json.dumps(state.replicas) if state.replicas is not None else None,
+            "iteration_s": state.iteration_s,
+            "started_at": _fmt(state.started_at),
+            "computing_since": _fmt(state.computing_since),
+            "done_iterations": state.done_iterations,
+            "moves": state.moves,
+            "finished_at": _fmt(state.finished_at),
+        }
+        names = ", ".join(values)
+        marks = ", ".join("?" for _ in values)
+        insert = f"INSERT OR REPLACE INTO jobs ({names}) VALUES ({marks})"
+        self.db.execute(insert, tuple(values.values()))
+        self.db.execute(
+            "INSERT INTO events (at, job, event, detail) VALUES (?, ?, ?, ?)",
+            (format_time(state.updated_at), state.job.name, event, detail),
+        )
+
+    # -- the planner's memory: runs every 15 minutes ask it the same questions --
+
+    def cached_plans(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Plans remembered under `keys` (see `remember_plans`)."""
+        found: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(keys), 500):
+            chunk = list(keys[start : start + 500])
+            marks = ", ".join("?" for _ in chunk)
+            rows = self.db.execute(f"SELECT key, plan FROM plans WHERE key IN ({marks})", chunk)
+            found.update({key: json.loads(plan) for key, plan in rows})
+        return found
+
+    def remember_plans(
+        self, plans: dict[str, dict[str, Any]], now: dt.datetime, keep: int = 20_000
+    ) -> None:
+        """Remember plans by content key (fleet, planner settings, job, machines); the `keep`
+        most recently used stay."""
+        stamp = format_time(now)
+        with self.transaction():
+            self.db.executemany(
+                "INSERT OR REPLACE INTO plans (key, plan, used_at) VALUES (?, ?, ?)",
+                [(key, json.dumps(plan), stamp) for key, plan in plans.items()],
+            )
+            self.db.execute(
+                "DELETE FROM plans WHERE key NOT IN "
+                "(SELECT key FROM plans ORDER BY used_at DESC, key LIMIT ?)",
+                (keep,),
+            )
+
+    def submit(self, jobs: Sequence[Job], now: dt.datetime, source: str = FROM_CLI) -> list[str]:
+        """Submit new jobs (`InputError` naming any name the store already holds); returns
+        their names. A job's ``submitted_at`` defaults to `now`."""
+        known = {j.job.name: j for j in self.jobs()}
+        taken = [job.name for job in jobs if job.name in known]
+        if taken:
+            states = ", ".join(f"{n} ({known[n].state})" for n in taken)
+            raise InputError(
+                self.path,
+                "jobs.name_taken",
+                f"job name(s) already in the store: {states}; use a new name",
+            )
+        with self.transaction():
+            for job in jobs:
+                self.put(_new_state(job, source, now), "submitted", f"from {source}")
+        return [job.name for job in jobs]
+
+    def sync_file(self, jobs: Sequence[Job], now: dt.datetime) -> dict[str, list[str]]:
+        """Bring the store in line with the jobs file (module docstring); what changed."""
+        known = {j.job.name: j for j in self.jobs()}
+        listed = {job.name for job in jobs}
+        changes: dict[str, list[str]] = {"submitted": [], "updated": [], "withdrawn": []}
+        with self.transaction():
+            for job in jobs:
+                have = known.get(job.name)
+                if have is None:
+                    self.put(_new_state(job, FROM_FILE, now), "submitted", "from the jobs file")
+                    changes["submitted"].append(job.name)
+                elif have.state in WAITING and job_to_dict(have.job) != job_to_dict(job):
+                    updated = _new_state(job, have.source, now)
+                    submitted = job.submitted_at or have.submitted_at
+                    state = replace(updated, state=have.state, submitted_at=submitted)
+                    self.put(state, "updated", "spec changed in the jobs file")
+                    changes["updated"].append(job.name)
+            for name, have in known.items():
+                if have.source == FROM_FILE and have.state in WAITING and name not in listed:
+                    state = replace(
+                        have, state=CANCELLED, updated_at=now, reason="removed from the jobs file"
+                    )
+                    self.put(state, "cancelled", "removed from the jobs file")
+                    changes["withdrawn"].append(name)
+        return changes
+
+    def _change(self, name: str, allowed: Sequence[str], verb: str) -> JobState:
+        have = self.get(name)
+        if have is None:
+            raise InputError(self.path, "jobs.unknown_job", f"no job named {name!r}")
+        if have.state not in allowed:
+            raise InputError(
+                self.path,
+                "jobs.wrong_state",
+                f"cannot {verb} {name!r}: it is {have.state} (only {'/'.join(allowed)} jobs)",
+            )
+        return have
+
+    def cancel(self, name: str, now: dt.datetime) -> JobState:
+        """Cancel a waiting or running job; its machines return to the pool."""
+        have = self._change(name, (SUBMITTED, QUEUED, RUNNING), "cancel")
+        state = replace(have, state=CANCELLED, updated_at=now, finished_at=now, reason="cancelled")
+        with self.transaction():
+            self.put(state, "cancelled", "by the user")
+        return state
+
+    def finish(self, name: str, now: dt.datetime, reason: str = "marked finished") -> JobState:
+        """Mark a running job finished now; its machines return to the pool."""
+        have = self._change(name, (RUNNING,), "finish")
+        state = replace(
+            have,
+            state=FINISHED,
+            updated_at=now,
+            finished_at=now,
+            done_iterations=have.progress(now),
+            reason=reason,
+        )
+        with self.transaction():
+            self.put(state, "finished", reason)
+        return state
+
+    def report_progress(self, name: str, done: float, now: dt.datetime) -> JobState:
+        """A running job has done `done` iterations at `now` (estimates restart from there)."""
+        have = self._change(name, (RUNNING,), "report progress of")
+        if done < 0:
+            raise InputError(self.path, "jobs.bad_progress", f"iterations done {done} < 0")
+        state = replace(have, updated_at=now, computing_since=now, done_iterations=float(done))
+        with self.transaction():
+            self.put(state, "progress", f"{done:g} iterations done")
+        return state
+
+    def finish_done(self, now: dt.datetime) -> list[str]:
+        """Finish the running jobs whose estimated iterations are done by `now` (at the moment
+        they were done); their names."""
+        done = []
+        with self.transaction():
+            for have in self.jobs([RUNNING]):
+                end = have.estimated_finish()
+                if end is not None and end <= now:
+                    state = replace(
+                        have,
+                        state=FINISHED,
+                        updated_at=end,
+                        finished_at=end,
+                        done_iterations=float(have.job.iterations or 0),
+                        reason="estimated iterations done",
+                    )
+                    self.put(state, "finished", "estimated iterations done")
+                    done.append(have.job.name)
+        return done
+
+
+def _new_state(job: Job, source: str, now: dt.datetime) -> JobState:
+    return JobState(
+        job=job,
+        source=source,
+        state=SUBMITTED,
+        submitted_at=job.submitted_at or now,
+        updated_at=now,
+    )

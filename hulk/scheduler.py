@@ -1,0 +1,506 @@
+"""The scheduler: which waiting job starts now, which waits for a better group, and when each
+finishes — with running jobs left where they are.
+
+Each assign run sees the fleet as it is now, the running jobs (their machines, plan and
+remaining iterations) and the waiting ones. Times are seconds from now. `schedule`:
+
+1. **Running jobs stay put.** A running job keeps its machines and stages unless one of them
+   failed or was drained, or its plan no longer runs on the fleet (then it is *displaced*: it
+   waits again, first in line, and pays a restart: `move_cost`).
+2. **List scheduling of the waiting jobs.** In turn (see below), each job weighs starting now on
+   the machines free now against starting at each of the next `start_candidates` times machines
+   free up (a running or already scheduled job finishes), planned by `plan_fn` on the machines
+   free then, and takes the option that finishes first (ties: the earlier start). Its machines
+   are then reserved until it finishes. A job without a length (``iterations`` unknown) starts
+   as soon as it fits. The job's finish is ``start + overhead + remaining × iteration_s``.
+3. **Orders tried**: shortest remaining work first (work = iterations × the job's seconds per
+   iteration on the whole free fleet), arrival order and, when a job has a deadline, earliest
+   deadline first, each within
+   priority (higher first; displaced jobs before all). The schedule kept has the fewest missed
+   deadlines, then the lowest mean completion time (finish − submitted, over the jobs with a
+   length), then the earliest end of the whole queue.
+4. **Moves that pay for themselves.** A running job may move onto its machines plus the free
+   ones (up to `max_moves_per_run` per run) when the whole schedule's mean completion time,
+   the move's cost included, drops by more than `move_gain`.
+
+Whole-fleet systems (A, B, C) are not scheduled here: they run one job at a time by definition.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from hulk.cost import Cost, Fleet, Plan, lower_bound
+from hulk.jobs import Job
+from hulk.settings import SchedulerSettings
+
+PlanFn = Callable[[Job, np.ndarray], tuple[Plan | None, Cost]]
+
+KEEP, START, WAIT, MOVE, RESTART, NEVER = "keep", "start", "wait", "move", "restart", "never"
+
+
+@dataclass(frozen=True)
+class Running:
+    """A job computing now on `nodes` (fleet indices) with `plan`."""
+
+    job: Job
+    nodes: tuple[int, ...]
+    plan: Plan | None
+    cost: Cost  # the plan on the current fleet
+    remaining: float | None  # iterations left; None: runs until marked finished
+    submitted_s: float  # ≤ 0: seconds from now
+    ready_s: float = 0.0  # > 0 while it is still restarting after a move
+    lost_nodes: tuple[int, ...] = ()  # its machines gone from the fleet (failed or drained)
+    action: str = "keep"  # how it came to run here: keep, or start/restart/move in this run
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A job without machines: new, queued, or displaced from `previous` (then it restarts)."""
+
+    job: Job
+    remaining: float | None
+    submitted_s: float
+    previous: Running | None = None  # set for a displaced running job
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What one job does: keep / start / wait / move / restart, or never (the fleet cannot hold
+    it). `nodes` are the machines it runs on (planned ones when it waits)."""
+
+    job: Job
+    action: str
+    nodes: tuple[int, ...] = ()
+    plan: Plan | None = None
+    cost: Cost | None = None
+    start_s: float | None = None  # None: not known (waits on jobs without a length)
+    finish_s: float | None = None  # None: no length, or start unknown
+    overhead_s: float = 0.0  # restart + checkpoint transfer before it computes
+    submitted_s: float = 0.0
+    waits_for: tuple[str, ...] = ()  # the jobs whose machines it waits for
+    reason: str | None = None
+    deadline_s: float | None = None
+
+    @property
+    def late(self) -> bool:
+        return (
+            self.deadline_s is not None
+            and self.finish_s is not None
+            and self.finish_s > self.deadline_s
+        )
+
+
+@dataclass(frozen=True)
+class Schedule:
+    decisions: list[Decision]  # running jobs first (input order), then the waiting ones
+    order: str  # the waiting-job order kept
+    mean_completion_s: float | None  # mean of finish − submitted over jobs with a finish
+    makespan_s: float | None  # the last finish, from now
+    missed_deadlines: int = 0
+    moves: list[str] = field(default_factory=list)
+
+    def score(self) -> tuple[float, float, float]:
+        return (
+            self.missed_deadlines,
+            self.mean_completion_s if self.mean_completion_s is not None else math.inf,
+            self.makespan_s if self.makespan_s is not None else math.inf,
+        )
+
+
+# --- costs ------------------------------------------------------------------------------------
+
+
+def move_cost(
+    job: Job,
+    fleet: Fleet,
+    old_nodes: Sequence[int],
+    old_plan: Plan | None,
+    new_plan: Plan | None,
+    new_nodes: Sequence[int],
+    settings: SchedulerSettings,
+) -> float:
+    """Seconds a job loses when it (re)starts on `new_plan` after running on `old_nodes`.
+
+    ``restart_overhead_s`` plus the checkpoint's transfer: each new stage (of the first replica;
+    the others copy inside the group) fetches its layers' share of ``checkpoint_bytes_per_param
+    × params`` bytes from the old machines that held those layers (any surviving old machine when
+    the old plan is unknown), over the fleet's links; stages fetch in parallel. A stage kept on
+    the same machine fetches nothing. Old machines gone from the fleet or drained cannot send:
+    with none left the checkpoint is reloaded where it is and only the restart counts.
+    """
+    overhead = settings.restart_overhead_s
+    alive = [int(n) for n in old_nodes if 0 <= int(n) < fleet.n and fleet.active[int(n)]]
+    if not alive:
+        return overhead
+    total = settings.checkpoint_bytes_per_param * job.params
+    per_layer = total / job.layers
+    holders = _layer_holders(job, old_plan, alive)
+    targets: list[tuple[int, int, int]] = []  # (node, layer_start, layer_end)
+    if new_plan is not None and new_plan.replicas:
+        targets = [(s.node, s.layer_start, s.layer_end) for s in new_plan.replicas[0]]
+    else:  # tensor layout: every machine holds an even share of every layer
+        nodes = [int(n) for n in new_nodes]
+        targets = [(n, 0, job.layers) for n in nodes]
+        per_layer /= max(1, len(nodes))
+    slowest = 0.0
+    for node, start, end in targets:
+        seconds = 0.0
+        for layer in range(start, end):
+            sources = holders.get(layer, alive)
+            if node in sources:
+                continue
+            bandwidth = max(float(fleet.bandwidth_Bps[s, node]) for s in sources)
+            latency = min(float(fleet.latency_s[s, node]) for s in sources)
+            seconds += per_layer / bandwidth + latency if bandwidth > 0 else math.inf
+        slowest = max(slowest, seconds)
+    return overhead + slowest
+
+
+def _layer_holders(job: Job, plan: Plan | None, alive: Sequence[int]) -> dict[int, list[int]]:
+    """Per layer, the surviving old machines that held it (empty map: unknown)."""
+    if plan is None:
+        return {}
+    living = set(alive)
+    holders: dict[int, list[int]] = {}
+    for replica in plan.replicas:
+        for stage in replica:
+            if stage.node in living:
+                for layer in range(stage.layer_start, stage.layer_end):
+                    holders.setdefault(layer, []).append(stage.node)
+    return holders
+
+
+# --- the schedule -----------------------------------------------------------------------------
+
+
+def _work_s(remaining: float | None, cost: Cost | None) -> float:
+    if remaining is None or cost is None or not cost.feasible:
+        return math.inf
+    return remaining * cost.iteration_s
+
+
+class _Planner:
+    """`plan_fn` with a cache by (job, machine set): orders and move trials share plans."""
+
+    def __init__(self, plan_fn: PlanFn) -> None:
+        self.plan_fn = plan_fn
+        self.cache: dict[tuple[str, bytes], tuple[Plan | None, Cost]] = {}
+        self.calls = 0
+
+    def __call__(self, job: Job, nodes: np.ndarray) -> tuple[Plan | None, Cost]:
+        key = (job.name, np.sort(nodes).astype(np.int64).tobytes())
+        if key not in self.cache:
+            self.calls += 1
+            self.cache[key] = self.plan_fn(job, np.sort(nodes))
+        return self.cache[key]
+
+
+def schedule(
+    fleet: Fleet,
+    running: Sequence[Running],
+    waiting: Sequence[Waiting],
+    settings: SchedulerSettings,
+    plan_fn: PlanFn,
+    deadlines_s: dict[str, float] | None = None,
+    start_now: Mapping[str, tuple[Plan, Cost]] | None = None,
+) -> Schedule:
+    """The schedule of this run (module docstring). Deterministic for deterministic `plan_fn`.
+
+    `start_now` fixes the plans of some waiting jobs, which then start now (the placement
+    strategy's plans for the jobs the scheduler starts together: `hulk.stages.scheduling`).
+    """
+    planner = _Planner(plan_fn)
+    fixed = start_now or {}
+    if fixed:
+        starting = []
+        for w in waiting:
+            if w.job.name not in fixed:
+                continue
+            plan, cost = fixed[w.job.name]
+            overhead = 0.0
+            if w.previous is not None:
+                prev = w.previous
+                overhead = move_cost(
+                    w.job, fleet, prev.nodes, prev.plan, plan, plan.nodes, settings
+                )
+            starting.append(
+                Running(
+                    w.job,
+                    tuple(int(n) for n in plan.nodes),
+                    plan,
+                    cost,
+                    w.remaining,
+                    w.submitted_s,
+                    ready_s=overhead,
+                    action=RESTART if w.previous is not None else START,
+                )
+            )
+        running = [*running, *starting]
+        waiting = [w for w in waiting if w.job.name not in fixed]
+    deadlines = deadlines_s or {}
+    usable = np.zeros(fleet.n, bool)
+    usable[fleet.active_indices()] = True
+
+    kept: list[Running] = []
+    displaced: list[Waiting] = []
+    for job in running:
+        lost = job.lost_nodes or tuple(n for n in job.nodes if not usable[n])
+        if lost or not job.cost.feasible:
+            displaced.append(Waiting(job.job, job.remaining, job.submitted_s, previous=job))
+        else:
+            kept.append(job)
+
+    best = _best_order(fleet, usable, kept, displaced, list(waiting), settings, planner, deadlines)
+    moves = 0
+    while moves < settings.max_moves_per_run:
+        moved = _best_move(
+            fleet, usable, best, kept, displaced, list(waiting), settings, planner, deadlines
+        )
+        if moved is None:
+            break
+        best, kept = moved
+        moves += 1
+    return best
+
+
+def _best_order(
+    fleet: Fleet,
+    usable: np.ndarray,
+    kept: Sequence[Running],
+    displaced: Sequence[Waiting],
+    waiting: Sequence[Waiting],
+    settings: SchedulerSettings,
+    planner: _Planner,
+    deadlines: dict[str, float],
+) -> Schedule:
+    """The best of the list schedules over the orders of the module docstring."""
+    pending = [*displaced, *waiting]
+    everything = np.flatnonzero(usable)
+    whole = {w.job.name: _work_s(w.remaining, planner(w.job, everything)[1]) for w in pending}
+
+    def by(name: str) -> Callable[[Waiting], tuple]:
+        def key(w: Waiting) -> tuple:
+            first = (w.previous is None, -w.job.priority)
+            if name == "shortest-first":
+                return (*first, whole[w.job.name], w.submitted_s, w.job.name)
+            if name == "deadline":
+                deadline = deadlines.get(w.job.name, math.inf)
+                return (*first, deadline, whole[w.job.name], w.job.name)
+            return (*first, w.submitted_s, w.job.name)
+
+        return key
+
+    best: Schedule | None = None
+    orders = ["shortest-first", "arrival"] + (["deadline"] if deadlines else [])
+    for name in orders:
+        order = sorted(pending, key=by(name))
+        found = _list_schedule(fleet, usable, kept, order, settings, planner, deadlines)
+        found = replace(found, order=name)
+        if best is None or found.score() < best.score():
+            best = found
+    assert best is not None
+    return best
+
+
+def _list_schedule(
+    fleet: Fleet,
+    usable: np.ndarray,
+    kept: Sequence[Running],
+    order: Sequence[Waiting],
+    settings: SchedulerSettings,
+    planner: _Planner,
+    deadlines: dict[str, float],
+) -> Schedule:
+    free_at = np.where(usable, 0.0, math.inf)
+    owner = np.full(fleet.n, "", dtype=object)
+    decisions: list[Decision] = []
+    for run in kept:
+        finish = (
+            None if run.remaining is None else run.ready_s + run.remaining * run.cost.iteration_s
+        )
+        decision = Decision(
+            run.job,
+            run.action,
+            run.nodes,
+            run.plan,
+            run.cost,
+            start_s=0.0,
+            finish_s=finish,
+            overhead_s=run.ready_s,
+            submitted_s=run.submitted_s,
+            deadline_s=deadlines.get(run.job.name),
+        )
+        ends = math.inf if decision.finish_s is None else decision.finish_s
+        free_at[list(decision.nodes)] = ends
+        owner[list(decision.nodes)] = run.job.name
+        decisions.append(decision)
+    for job in order:
+        decision = _place_one(fleet, usable, free_at, owner, job, settings, planner)
+        decision = replace(decision, deadline_s=deadlines.get(job.job.name))
+        if decision.nodes and decision.start_s is not None:
+            ends = math.inf if decision.finish_s is None else decision.finish_s
+            free_at[list(decision.nodes)] = ends
+            owner[list(decision.nodes)] = job.job.name
+        decisions.append(decision)
+    finished = [d for d in decisions if d.finish_s is not None]
+    completions = [d.finish_s - d.submitted_s for d in finished if d.finish_s is not None]
+    return Schedule(
+        decisions=decisions,
+        order="",
+        mean_completion_s=float(np.mean(completions)) if completions else None,
+        makespan_s=max((d.finish_s for d in finished if d.finish_s is not None), default=None),
+        missed_deadlines=sum(d.late for d in decisions),
+    )
+
+
+def _place_one(
+    fleet: Fleet,
+    usable: np.ndarray,
+    free_at: np.ndarray,
+    owner: np.ndarray,
+    job: Waiting,
+    settings: SchedulerSettings,
+    planner: _Planner,
+) -> Decision:
+    """The earliest-finishing option of one waiting job (module docstring, step 2)."""
+    times = np.unique(free_at[usable & np.isfinite(free_at)])
+    times = times[times > 0][: settings.start_candidates]
+    candidates = [0.0, *times.tolist()]
+    best: tuple[tuple[float, float, float], float, np.ndarray, Plan | None, Cost, float] | None
+    best = None
+    seen: set[bytes] = set()
+    for start in candidates:
+        if best is not None and start >= best[0][0]:
+            break  # starting later cannot finish earlier
+        avail = np.flatnonzero(usable & (free_at <= start))
+        if not len(avail) or avail.tobytes() in seen:
+            continue
+        seen.add(avail.tobytes())
+        ideal_plan, ideal = planner(job.job, np.flatnonzero(usable))
+        if best is not None and job.remaining is not None:
+            # The plan on every usable machine bounds a plan on some of them (the planner's
+            # search is a heuristic, so this is the bound it would reach), and so does
+            # work / Σ FLOP/s of the machines free then.
+            floor = start + job.remaining * max(
+                ideal.iteration_s, lower_bound(job.job, fleet, avail)
+            )
+            if floor >= best[0][0]:
+                continue
+        plan: Plan | None
+        if ideal_plan is not None and bool(np.all(free_at[list(ideal_plan.nodes)] <= start)):
+            plan, cost = ideal_plan, ideal  # its best machines are all free by then
+        else:
+            plan, cost = planner(job.job, avail)
+        if not cost.feasible:
+            continue
+        nodes = np.asarray(plan.nodes if plan is not None else avail, np.int64)
+        overhead = 0.0
+        if job.previous is not None:
+            prev = job.previous
+            overhead = move_cost(
+                job.job, fleet, prev.nodes, prev.plan, plan, nodes.tolist(), settings
+            )
+        finish = (
+            math.inf
+            if job.remaining is None
+            else start + overhead + job.remaining * cost.iteration_s
+        )
+        key = (finish, start, cost.iteration_s)
+        if best is None or key < best[0]:
+            best = (key, start, nodes, plan, cost, overhead)
+    action = RESTART if job.previous is not None else START
+    if best is None:
+        everything = np.flatnonzero(usable)
+        _, whole = planner(job.job, everything)
+        if not whole.feasible:
+            return Decision(
+                job.job, NEVER, submitted_s=job.submitted_s, reason=whole.reason or "never fits"
+            )
+        holders = sorted({str(owner[n]) for n in everything if not np.isfinite(free_at[n])})
+        return Decision(
+            job.job,
+            WAIT,
+            submitted_s=job.submitted_s,
+            waits_for=tuple(h for h in holders if h),
+            reason="waits for machines held by jobs without a length: "
+            + ", ".join(h for h in holders if h),
+        )
+    (finish, _, _), start, nodes, plan, cost, overhead = best
+    waits_for: tuple[str, ...] = ()
+    reason = None
+    if start > 0:
+        waits_for = tuple(sorted({str(owner[n]) for n in nodes if free_at[n] > 0} - {""}))
+        action = WAIT
+        reason = (
+            f"waits for the machines of {', '.join(waits_for)}: it finishes sooner on them than "
+            "on the machines free now"
+        )
+    return Decision(
+        job.job,
+        action,
+        tuple(int(n) for n in nodes),
+        plan,
+        cost,
+        start_s=start,
+        finish_s=None if math.isinf(finish) else finish,
+        overhead_s=overhead,
+        submitted_s=job.submitted_s,
+        waits_for=waits_for,
+        reason=reason,
+    )
+
+
+def _best_move(
+    fleet: Fleet,
+    usable: np.ndarray,
+    current: Schedule,
+    kept: list[Running],
+    displaced: Sequence[Waiting],
+    waiting: Sequence[Waiting],
+    settings: SchedulerSettings,
+    planner: _Planner,
+    deadlines: dict[str, float],
+) -> tuple[Schedule, list[Running]] | None:
+    """The running job whose move onto its machines plus the free ones improves the schedule
+    most, when that beats `move_gain` (module docstring, step 4); None otherwise."""
+    if current.mean_completion_s is None:
+        return None
+    held = np.zeros(fleet.n, bool)
+    for run in kept:
+        held[list(run.nodes)] = True
+    free_now = usable & ~held
+    if not free_now.any():
+        return None
+    best: tuple[Schedule, list[Running]] | None = None
+    limit = current.mean_completion_s * (1 - settings.move_gain)
+    for run in kept:
+        if run.remaining is None or run.ready_s > 0 or run.action != KEEP:
+            continue
+        pool = np.flatnonzero(free_now | np.isin(np.arange(fleet.n), run.nodes))
+        plan, cost = planner(run.job, pool)
+        if not cost.feasible or plan is None or cost.iteration_s >= run.cost.iteration_s:
+            continue
+        overhead = move_cost(run.job, fleet, run.nodes, run.plan, plan, plan.nodes, settings)
+        moved = Running(
+            run.job,
+            tuple(int(n) for n in plan.nodes),
+            plan,
+            cost,
+            run.remaining,
+            run.submitted_s,
+            ready_s=overhead,
+            action=MOVE,
+        )
+        others = [moved if r is run else r for r in kept]
+        trial = _best_order(fleet, usable, others, displaced, waiting, settings, planner, deadlines)
+        trial = replace(trial, moves=[*current.moves, run.job.name])
+        if trial.mean_completion_s is None or trial.missed_deadlines > current.missed_deadlines:
+            continue
+        if trial.mean_completion_s < limit and (best is None or trial.score() < best[0].score()):
+            best = (trial, others)
+    return best

@@ -1,0 +1,482 @@
+"""One scheduling run of the assign step (called under the data folder's assign lock).
+
+1. The jobs file is synced into the job store (``DATA/jobs/jobs.db``, `hulk.job_store`);
+   running jobs whose estimated iterations are done are finished.
+2. Machines that stopped reporting (the validation report's ``logs.stale_machine``) are
+   drained for this run, with a warning naming them.
+3. `hulk.scheduler.schedule` decides, with the stage planner, which job keeps, starts, waits,
+   restarts or moves. When several jobs start now together, the placement strategy (the
+   teacher's search, or the champion GNN) lays them out on the machines free now, and its
+   plans are kept when the schedule's mean completion time is no worse.
+4. The placements file gets every job's ``start_at`` / ``finish_at`` (UTC), what a waiting job
+   waits for, and a top-level ``queue`` block; then the store records the new state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import hashlib
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from hulk import schemas
+from hulk.data_folder import load_fleet
+from hulk.findings import Finding
+from hulk.job_store import QUEUED, RUNNING, SUBMITTED, JobState, JobStore
+from hulk.jobs import format_time
+from hulk.settings import Settings
+from hulk.stages import StepResult
+
+if TYPE_CHECKING:
+    from hulk.cost import Cost, Fleet, Plan
+    from hulk.placements import JobPlacement
+    from hulk.scheduler import Decision, Running, Schedule, Waiting
+    from hulk.stages.assign import AssignSummary
+
+JOBS_DB = "jobs/jobs.db"
+STALE_RULE = "logs.stale_machine"
+
+
+def jobs_db(data_dir: Path) -> Path:
+    """The data folder's job store."""
+    return Path(data_dir) / JOBS_DB
+
+
+def not_reporting(data_dir: Path, fleet: Fleet) -> tuple[list[int], list[Finding]]:
+    """Active machines the last validation found silent in the newest day of logs (node ids of
+    this fleet), and a warning naming them; nothing without a validation report."""
+    report = Path(data_dir) / schemas.VALIDATION_DIR / "report.json"
+    try:
+        findings = json.loads(report.read_text(encoding="utf-8")).get("findings", [])
+    except (OSError, ValueError, AttributeError):
+        return [], []
+    ids: set[int] = set()
+    for finding in findings:
+        if not isinstance(finding, dict) or finding.get("rule") != STALE_RULE:
+            continue
+        machines = finding.get("machines") or [
+            row.get("node_id") for row in finding.get("examples", []) if isinstance(row, dict)
+        ]
+        ids |= {int(n) for n in machines if isinstance(n, int)}
+    known = set(fleet.node_ids[fleet.active].tolist())
+    drained = sorted(ids & known)
+    if not drained:
+        return [], []
+    message = (
+        f"{len(drained)} machine(s) stopped reporting in the newest day of logs and are drained "
+        f"for this assignment: {drained}"
+    )
+    warning = Finding("warning", "assign.drained_not_reporting", str(report), message, len(drained))
+    return drained, [warning]
+
+
+def drain(fleet: Fleet, node_ids: Sequence[int]) -> Fleet:
+    """The fleet with `node_ids` inactive (they neither compute nor hold stages)."""
+    if not len(node_ids):
+        return fleet
+    active = fleet.active.copy()
+    active[fleet.index_of(list(node_ids))] = False
+    return dataclasses.replace(fleet, active=active, _rings={}, _ring_bounds={}, _group_links={})
+
+
+def _seconds(moment: dt.datetime, now: dt.datetime) -> float:
+    return (moment - now).total_seconds()
+
+
+def scheduler_inputs(
+    states: Sequence[JobState], fleet: Fleet, now: dt.datetime
+) -> tuple[list[Running], list[Waiting]]:
+    """The store's running and waiting jobs as `hulk.scheduler` inputs on `fleet` at `now`."""
+    from hulk.assign import plan_cost
+    from hulk.cost import Cost, Plan
+    from hulk.scheduler import Running, Waiting
+
+    running: list[Running] = []
+    waiting: list[Waiting] = []
+    known = set(fleet.node_ids.tolist())
+    for state in states:
+        submitted = _seconds(state.submitted_at, now)
+        if state.state != RUNNING:
+            left = None
+            if state.job.iterations is not None:
+                left = max(0.0, state.job.iterations - state.done_iterations)
+            waiting.append(Waiting(state.job, left, submitted))
+            continue
+        present = [n for n in state.nodes if n in known]
+        lost = tuple(n for n in state.nodes if n not in known)
+        nodes = tuple(int(i) for i in fleet.index_of(present)) if present else ()
+        plan: Plan | None = None
+        if not lost and state.replicas:
+            plan = Plan.from_records(fleet, state.replicas)
+        cost = (
+            plan_cost(state.job, fleet, nodes, plan, state.layout or "pipeline")
+            if not lost
+            else Cost.infeasible(f"lost machine(s) {list(lost)}")
+        )
+        ready = 0.0
+        if state.computing_since is not None and state.computing_since > now:
+            ready = _seconds(state.computing_since, now)
+        inactive = tuple(fleet.node_id(i) for i in nodes if not fleet.active[i])
+        running.append(
+            Running(
+                state.job,
+                nodes,
+                plan,
+                cost,
+                state.remaining(now),
+                submitted,
+                ready_s=ready,
+                lost_nodes=lost + inactive,
+            )
+        )
+    return running, waiting
+
+
+class PlanMemory:
+    """The stage planner (`hulk.planner.plan_job`) remembering its plans in the job store: a
+    plan is a pure function of the fleet, the planner settings, the job and the machines, so
+    runs every 15 minutes on an unchanged fleet re-use what the last ones laid out."""
+
+    def __init__(self, fleet: Fleet, settings: Settings, store: JobStore) -> None:
+        from hulk.placements import fleet_snapshot
+
+        self.fleet, self.settings, self.store = fleet, settings, store
+        head = json.dumps(
+            [fleet_snapshot(fleet), settings.planner.model_dump(mode="json")], sort_keys=True
+        )
+        self.head = hashlib.sha256(head.encode()).hexdigest()
+        self.new: dict[str, dict[str, Any]] = {}
+        self.used: dict[str, dict[str, Any]] = {}
+
+    def key(self, job: Any, nodes: np.ndarray) -> str:
+        from hulk.jobs import job_to_dict
+
+        sizes = {k: v for k, v in job_to_dict(job).items() if k not in _NOT_SIZES}
+        digest = hashlib.sha256(self.head.encode())
+        digest.update(json.dumps(sizes, sort_keys=True).encode())
+        digest.update(np.asarray(nodes, np.int64).tobytes())
+        return digest.hexdigest()
+
+    def __call__(self, job: Any, nodes: np.ndarray) -> tuple[Plan | None, Cost]:
+        from hulk.cost import Cost, Plan
+        from hulk.planner import plan_job
+
+        key = self.key(job, nodes)
+        known = self.new.get(key) or self.store.cached_plans([key]).get(key)
+        if known is not None:
+            self.used[key] = known
+            times = known["cost"]
+            seconds = [math.inf if times[k] is None else float(times[k]) for k in _COST_TIMES]
+            cost = Cost(
+                seconds[0],
+                seconds[1],
+                seconds[2],
+                feasible=bool(times["feasible"]),
+                reason=times["reason"],
+            )
+            plan = Plan.from_records(self.fleet, known["plan"]) if known["plan"] else None
+            return plan, cost
+        plan, cost = plan_job(job, self.fleet, nodes, self.settings.planner)
+        self.new[key] = {
+            "plan": plan.to_records(self.fleet) if plan is not None else None,
+            "cost": {
+                "iteration_s": cost.iteration_s if math.isfinite(cost.iteration_s) else None,
+                "compute_s": cost.compute_s if math.isfinite(cost.compute_s) else None,
+                "comm_s": cost.comm_s if math.isfinite(cost.comm_s) else None,
+                "feasible": cost.feasible,
+                "reason": cost.reason,
+            },
+        }
+        return plan, cost
+
+    def save(self, now: dt.datetime) -> None:
+        self.store.remember_plans({**self.used, **self.new}, now)
+
+
+_COST_TIMES = ("iteration_s", "compute_s", "comm_s")
+# The jobs-file keys that do not change a plan.
+_NOT_SIZES = ("name", "priority", "iterations", "submitted_at", "deadline")
+
+
+def _strategy_group(
+    strategy: str,
+    found: Schedule,
+    fleet: Fleet,
+    inventory: pd.DataFrame,
+    links: pd.DataFrame,
+    settings: Settings,
+    seed: int,
+    model: Any,
+) -> dict[str, tuple[Plan, Cost]] | None:
+    """The strategy's plans for the jobs the schedule starts now together (None: fewer than
+    two, or the strategy could not place them all on the machines free now)."""
+    from hulk.assign import _teacher_on
+    from hulk.placements import PLACED
+    from hulk.scheduler import RESTART, START
+
+    group = [d for d in found.decisions if d.action in (START, RESTART)]
+    if len(group) < 2:
+        return None
+    busy = {n for d in found.decisions if d.action in ("keep", "move") for n in d.nodes}
+    free = [int(i) for i in fleet.active_indices() if i not in busy]
+    jobs = [d.job for d in group]
+    if strategy == "gnn" and model is not None:
+        from hulk.gnn import model_placements
+
+        busy_ids = [fleet.node_id(i) for i in sorted(busy)]
+        inv = inventory.copy()
+        inv.loc[inv["node_id"].isin(busy_ids), "status"] = "drained"
+        free_fleet = drain(fleet, busy_ids)
+        placed, _ = model_placements(model, jobs, free_fleet, inv, links, settings, seed)
+    else:
+        placed = _teacher_on(jobs, fleet, free, settings, seed)
+    if any(p.status != PLACED or p.plan is None or p.estimate is None for p in placed):
+        return None
+    return {p.job.name: (p.plan, p.estimate) for p in placed if p.plan and p.estimate}
+
+
+def _placement(decision: Decision, fleet: Fleet) -> JobPlacement:
+    from hulk.assign import placed, waiting
+    from hulk.placements import INFEASIBLE
+    from hulk.placements import QUEUED as QUEUED_STATUS
+    from hulk.scheduler import NEVER, WAIT
+
+    if decision.action == NEVER:
+        return waiting(decision.job, fleet, INFEASIBLE, decision.reason)
+    if decision.action == WAIT or decision.plan is None or decision.cost is None:
+        return waiting(decision.job, fleet, QUEUED_STATUS, decision.reason)
+    return placed(decision.job, fleet, decision.plan, decision.cost, reason=decision.reason)
+
+
+def _at(now: dt.datetime, seconds: float | None) -> str | None:
+    if seconds is None or not math.isfinite(seconds):
+        return None
+    return format_time(now + dt.timedelta(seconds=seconds))
+
+
+def job_extra(
+    decision: Decision, fleet: Fleet, now: dt.datetime, state: JobState | None
+) -> dict[str, Any]:
+    """The scheduler's keys of one job's placements entry (docs/contracts.md)."""
+    from hulk.scheduler import WAIT
+
+    started = state.started_at if state is not None and decision.action == "keep" else None
+    return {
+        "action": decision.action,
+        "start_at": format_time(started) if started else _at(now, decision.start_s),
+        "finish_at": _at(now, decision.finish_s),
+        "overhead_s": decision.overhead_s,
+        "waits_for": list(decision.waits_for),
+        "planned_nodes": (
+            [fleet.node_id(i) for i in decision.nodes] if decision.action == WAIT else []
+        ),
+        "iterations": decision.job.iterations,
+        "done_iterations": round(state.progress(now), 1) if state is not None else 0.0,
+        "deadline_met": None if decision.deadline_s is None else not decision.late,
+    }
+
+
+def queue_block(
+    found: Schedule,
+    now: dt.datetime,
+    finished: Sequence[str],
+    drained: Sequence[int],
+    changes: Mapping[str, list[str]],
+    seconds: float,
+    strategy_plans: bool,
+    plans: tuple[int, int] = (0, 0),
+) -> dict[str, Any]:
+    """The placements file's top-level ``queue`` block."""
+    counts: dict[str, int] = {}
+    for d in found.decisions:
+        counts[d.action] = counts.get(d.action, 0) + 1
+    return {
+        "now": format_time(now),
+        "order": found.order,
+        "mean_completion_s": found.mean_completion_s,
+        "makespan_s": found.makespan_s,
+        "ends_at": _at(now, found.makespan_s),
+        "missed_deadlines": found.missed_deadlines,
+        "actions": dict(sorted(counts.items())),
+        "moved": list(found.moves),
+        "finished": list(finished),
+        "submitted": list(changes.get("submitted", [])),
+        "withdrawn": list(changes.get("withdrawn", [])),
+        "drained": list(drained),
+        "strategy_plans": strategy_plans,
+        "scheduling_s": round(seconds, 3),
+        "plans_made": plans[0],
+        "plans_remembered": plans[1],
+    }
+
+
+def record(store: JobStore, found: Schedule, fleet: Fleet, now: dt.datetime) -> None:
+    """The schedule's decisions as the store's new state, in one transaction."""
+    from hulk.scheduler import KEEP, MOVE, NEVER, RESTART, START, WAIT
+
+    states = {s.job.name: s for s in store.jobs([SUBMITTED, QUEUED, RUNNING])}
+    with store.transaction():
+        for d in found.decisions:
+            have = states.get(d.job.name)
+            if have is None:
+                continue
+            if d.action == KEEP:
+                if d.cost is not None and have.iteration_s is not None:
+                    changed = abs(d.cost.iteration_s - have.iteration_s) > 1e-9 * have.iteration_s
+                    if changed and d.cost.feasible:
+                        new = dataclasses.replace(
+                            have,
+                            updated_at=now,
+                            done_iterations=have.progress(now),
+                            computing_since=max(now, have.computing_since or now),
+                            iteration_s=d.cost.iteration_s,
+                        )
+                        store.put(new, "re-estimated", f"{d.cost.iteration_s:.4g} s/iteration")
+                continue
+            if d.action in (START, RESTART, MOVE) and d.plan is not None and d.cost is not None:
+                new = dataclasses.replace(
+                    have,
+                    state=RUNNING,
+                    updated_at=now,
+                    reason=d.reason,
+                    nodes=tuple(fleet.node_id(i) for i in d.nodes),
+                    layout="pipeline",
+                    replicas=d.plan.to_records(fleet),
+                    iteration_s=d.cost.iteration_s,
+                    started_at=have.started_at or now,
+                    computing_since=now + dt.timedelta(seconds=d.overhead_s),
+                    done_iterations=have.progress(now),
+                    moves=have.moves + (d.action != START),
+                )
+                nodes = [fleet.node_id(i) for i in d.nodes]
+                store.put(
+                    new,
+                    {START: "started", RESTART: "restarted", MOVE: "moved"}[d.action],
+                    f"on {nodes}",
+                )
+                continue
+            reason = d.reason if d.action != NEVER else f"infeasible: {d.reason}"
+            new = dataclasses.replace(
+                have,
+                state=QUEUED,
+                updated_at=now,
+                reason=reason,
+                nodes=(),
+                replicas=None,
+                layout=None,
+                computing_since=None,
+                done_iterations=have.progress(now),
+                iteration_s=None,
+            )
+            if have.state != QUEUED or have.reason != reason:
+                event = "queued" if have.state != RUNNING else "stopped"
+                store.put(new, event, reason if d.action in (WAIT, NEVER) else None)
+
+
+def schedule_run(
+    data_dir: Path,
+    settings: Settings,
+    jobs_file: Path,
+    strategy: str,
+    out_dir: Path,
+    seed: int,
+    started: dt.datetime,
+    now: dt.datetime | None,
+) -> StepResult[AssignSummary]:
+    """The assign step for the concurrent strategies (module docstring)."""
+    from hulk import placements as pl
+    from hulk.assign import makespan
+    from hulk.jobs import load_jobs
+    from hulk.scheduler import schedule
+    from hulk.stages.assign import AssignSummary, load_champion, placement_rows
+
+    jobs = load_jobs(jobs_file)
+    fleet, inventory, links = load_fleet(data_dir, settings)
+    drained, findings = not_reporting(data_dir, fleet)
+    fleet = drain(fleet, drained)
+    if drained:
+        inventory = inventory.copy()
+        inventory.loc[inventory["node_id"].isin(drained), "status"] = "drained"
+    model, model_record = (None, None)
+    if strategy == "gnn":
+        model, model_record = load_champion(settings)
+    with JobStore(jobs_db(data_dir)) as store:
+        changes = store.sync_file(jobs, started)
+        finished = store.finish_done(started)
+        states = store.jobs([SUBMITTED, QUEUED, RUNNING])
+        running, waiting = scheduler_inputs(states, fleet, started)
+        deadlines = {
+            s.job.name: _seconds(s.job.deadline, started) for s in states if s.job.deadline
+        }
+
+        plan_fn = PlanMemory(fleet, settings, store)
+        clock = time.perf_counter()
+        found = schedule(fleet, running, waiting, settings.scheduler, plan_fn, deadlines)
+        seconds = time.perf_counter() - clock
+        fixed = _strategy_group(strategy, found, fleet, inventory, links, settings, seed, model)
+        if fixed:
+            alt = schedule(
+                fleet, running, waiting, settings.scheduler, plan_fn, deadlines, start_now=fixed
+            )
+            fixed = fixed if alt.score() <= found.score() else None
+            found = alt if fixed else found
+        by_name = {s.job.name: s for s in states}
+        placed = [_placement(d, fleet) for d in found.decisions]
+        extras = {
+            d.job.name: job_extra(d, fleet, started, by_name.get(d.job.name))
+            for d in found.decisions
+        }
+        queue = queue_block(
+            found,
+            started,
+            finished,
+            drained,
+            changes,
+            seconds,
+            bool(fixed),
+            (len(plan_fn.new), len(set(plan_fn.used) - set(plan_fn.new))),
+        )
+        info = pl.fleet_info(
+            fleet, data_dir / schemas.LINKS_FILE, data_dir / schemas.INVENTORY_FILE
+        )
+        doc = pl.build_document(
+            placed,
+            fleet,
+            info,
+            strategy=strategy,
+            schedule=pl.CONCURRENT,
+            makespan_s=makespan(placed, strategy),
+            seed=seed,
+            started=started,
+            generated_at=now,
+            model=model_record,
+            extra={"queue": queue},
+            job_extra=extras,
+        )
+        path = pl.write_placements(doc, out_dir)
+        # The file first: should recording fail, the next run schedules again from the old
+        # state rather than the store claiming starts nobody was told about.
+        record(store, found, fleet, started)
+        plan_fn.save(started)
+    rows = placement_rows(placed, fleet)
+    for row in rows:
+        row.update({k: extras[row["job"]][k] for k in ("action", "start_at", "finish_at")})
+    return StepResult(
+        outputs={"placements": path, "latest": out_dir / pl.LATEST},
+        summary=AssignSummary(
+            strategy=strategy,
+            run_id=path.stem,
+            jobs=rows,
+            makespan_s=doc["makespan_s"],
+            queue=queue,
+        ),
+        findings=findings,
+    )

@@ -1,0 +1,283 @@
+"""The assign step as a scheduler: state across runs, start and finish times, locks, `hulk jobs`."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from hulk.cli import app
+from hulk.data_folder import load_fleet
+from hulk.errors import InputError
+from hulk.job_store import FINISHED, RUNNING, JobStore
+from hulk.jobs import PRESET_JOBS, Job, job_to_dict, load_jobs
+from hulk.placements import read_placements
+from hulk.settings import Settings, load_settings
+from hulk.stages import assign as stage
+from hulk.stages.scheduling import PlanMemory, drain, jobs_db
+from tests.code.test_cli_assign import FAST
+
+T0 = dt.datetime(2026, 11, 24, 9, 0, tzinfo=dt.UTC)
+runner = CliRunner()
+
+
+def spec(name: str, preset: str, **extra: object) -> dict:
+    return {**job_to_dict(PRESET_JOBS[preset]), "name": name, **extra}
+
+
+def write_jobs(path: Path, *jobs: dict) -> Path:
+    path.write_text(yaml.safe_dump({"jobs": list(jobs)}))
+    return path
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(FAST))
+    return load_settings(params)
+
+
+def assign(data: Path, settings: Settings, jobs: Path, now: dt.datetime) -> dict:
+    result = stage.run(
+        data, settings, jobs_file=jobs, strategy="teacher", out_dir=data / "pl", now=now
+    )
+    return json.loads(result.outputs["placements"].read_text())
+
+
+def by_job(doc: dict) -> dict[str, dict]:
+    return {job["job"]: job for job in doc["jobs"]}
+
+
+def test_a_new_job_never_moves_running_ones(tiny: Path, settings: Settings, tmp_path: Path) -> None:
+    jobs = write_jobs(
+        tmp_path / "jobs.yaml",
+        spec("gpt", "GPT-2-1.5B", iterations=1_000_000),
+        spec("bert", "BERT-large", iterations=1_000_000),
+    )
+    first = by_job(assign(tiny, settings, jobs, T0))
+    assert {first[j]["action"] for j in first} == {"start"}
+    write_jobs(
+        jobs,
+        spec("gpt", "GPT-2-1.5B", iterations=1_000_000),
+        spec("bert", "BERT-large", iterations=1_000_000),
+        spec("t5", "T5-11B", iterations=1_000),
+    )
+    doc = assign(tiny, settings, jobs, T0 + dt.timedelta(minutes=15))
+    second = by_job(doc)
+    for name in ("gpt", "bert"):
+        assert second[name]["action"] == "keep"
+        assert second[name]["nodes"] == first[name]["nodes"]
+        assert second[name]["replicas"] == first[name]["replicas"]
+        assert second[name]["start_at"] == "2026-11-24T09:00:00Z"
+    assert second["t5"]["action"] in ("start", "wait")
+    # A quiet run after it plans nothing anew.
+    quiet = assign(tiny, settings, jobs, T0 + dt.timedelta(minutes=30))
+    assert quiet["queue"]["plans_made"] == 0
+    assert doc["queue"]["submitted"] == ["t5"]
+    fleet = load_fleet(tiny, settings)[0]
+    read_placements(tiny / "pl" / "latest.json", fleet)  # still a valid placements file
+
+
+def test_a_finished_job_frees_its_machines(tiny: Path, settings: Settings, tmp_path: Path) -> None:
+    jobs = write_jobs(
+        tmp_path / "jobs.yaml",
+        spec("short", "BERT-large", iterations=100),
+        spec("long", "GPT-2-1.5B", iterations=1_000_000),
+    )
+    first = by_job(assign(tiny, settings, jobs, T0))
+    finish = dt.datetime.fromisoformat(first["short"]["finish_at"].replace("Z", "+00:00"))
+    expected = T0 + dt.timedelta(seconds=100 * first["short"]["estimate"]["iteration_s"])
+    assert abs((finish - expected).total_seconds()) <= 1
+    doc = assign(tiny, settings, jobs, finish + dt.timedelta(minutes=1))
+    assert doc["queue"]["finished"] == ["short"]
+    assert "short" not in by_job(doc)  # the file lists the jobs still to run
+    with JobStore(jobs_db(tiny)) as store:
+        done = store.get("short")
+        assert done is not None and done.state == FINISHED
+        assert (
+            done.finished_at is not None and abs((done.finished_at - finish).total_seconds()) <= 1
+        )
+    # Its machines are free: a job added now may take them.
+    write_jobs(
+        jobs,
+        spec("short", "BERT-large", iterations=100),
+        spec("long", "GPT-2-1.5B", iterations=1_000_000),
+        spec("next", "BERT-large", iterations=100),
+    )
+    later = by_job(assign(tiny, settings, jobs, finish + dt.timedelta(minutes=2)))
+    assert later["next"]["action"] == "start"
+    assert not set(later["next"]["nodes"]) & set(later["long"]["nodes"])
+
+
+def test_a_machine_that_stopped_reporting_moves_only_its_job(
+    tiny: Path, settings: Settings, tmp_path: Path
+) -> None:
+    jobs = write_jobs(
+        tmp_path / "jobs.yaml",
+        spec("gpt", "GPT-2-1.5B", iterations=1_000_000),
+        spec("bert", "BERT-large", iterations=1_000_000),
+    )
+    first = by_job(assign(tiny, settings, jobs, T0))
+    silent = first["gpt"]["nodes"][0]
+    report = tiny / "validation" / "report.json"
+    report.parent.mkdir(parents=True, exist_ok=True)
+    stale = {"severity": "warning", "rule": "logs.stale_machine", "machines": [silent]}
+    report.write_text(json.dumps({"findings": [stale]}))
+    result = stage.run(
+        tiny, settings, jobs_file=jobs, strategy="teacher", out_dir=tiny / "pl",
+        now=T0 + dt.timedelta(minutes=15),
+    )  # fmt: skip
+    second = by_job(json.loads(result.outputs["placements"].read_text()))
+    assert second["bert"]["action"] == "keep" and second["bert"]["nodes"] == first["bert"]["nodes"]
+    assert second["gpt"]["action"] in ("restart", "wait")
+    assert silent not in second["gpt"]["nodes"] + second["gpt"]["planned_nodes"]
+    assert [w.rule for w in result.warnings] == ["assign.drained_not_reporting"]
+    assert str(silent) in result.warnings[0].message
+    assert result.summary.queue is not None and result.summary.queue["drained"] == [silent]
+
+
+def test_two_assign_runs_at_once_leave_both_files_and_one_latest(
+    tiny: Path, tmp_path: Path
+) -> None:
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(FAST))
+    jobs = write_jobs(tmp_path / "jobs.yaml", spec("bert", "BERT-large", iterations=1_000))
+    command = [
+        sys.executable, "-m", "hulk.cli", "--params", str(params), "assign", "--data", str(tiny),
+        "--jobs", str(jobs), "--strategy", "teacher", "--out", str(tiny / "pl"),
+    ]  # fmt: skip
+    runs = [
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for _ in "ab"
+    ]
+    for run in runs:
+        output, _ = run.communicate(timeout=300)
+        assert run.returncode == 0, output.decode()
+    files = sorted(p.name for p in (tiny / "pl").glob("*.json"))
+    assert len(files) == 3 and "latest.json" in files  # two run files, one latest
+    latest = read_placements(tiny / "pl" / "latest.json", load_fleet(tiny, Settings())[0])
+    assert latest.doc["run_id"] + ".json" in files
+    with JobStore(jobs_db(tiny)) as store:
+        assert [s.state for s in store.jobs()] == [RUNNING]
+        assert [e["event"] for e in store.events("bert")] == ["submitted", "started"]
+
+
+def test_jobs_commands(tiny: Path, tmp_path: Path) -> None:
+    jobs = write_jobs(tmp_path / "more.yaml", spec("extra", "BERT-large", tokens=1e9))
+    ok = runner.invoke(app, ["jobs", "submit", str(jobs), "--data", str(tiny)])
+    assert ok.exit_code == 0, ok.output
+    again = runner.invoke(app, ["jobs", "submit", str(jobs), "--data", str(tiny)])
+    assert again.exit_code == 2 and "jobs.name_taken" in again.output
+    listed = runner.invoke(app, ["jobs", "list", "--data", str(tiny), "--json"])
+    record = json.loads(listed.output)
+    assert record["job"] == "extra" and record["state"] == "submitted"
+    assert record["iterations"] == -(-int(1e9) // (256 * 512))  # tokens / (batch × seq_len)
+    finish = runner.invoke(app, ["jobs", "finish", "extra", "--data", str(tiny)])
+    assert finish.exit_code == 2 and "jobs.wrong_state" in finish.output
+    cancel = runner.invoke(app, ["jobs", "cancel", "extra", "--data", str(tiny)])
+    assert cancel.exit_code == 0, cancel.output
+    unknown = runner.invoke(app, ["jobs", "cancel", "nobody", "--data", str(tiny)])
+    assert unknown.exit_code == 2 and "jobs.unknown_job" in unknown.output
+    history = runner.invoke(app, ["jobs", "history", "extra", "--data", str(tiny)])
+    assert "submitted" in history.output and "cancelled" in history.output
+
+
+def test_the_jobs_file_syncs_into_the_store(tmp_path: Path) -> None:
+    a, b = (load_jobs(write_jobs(tmp_path / f"{n}.yaml", spec(n, "BERT-large")))[0] for n in "ab")
+    with JobStore(tmp_path / "jobs.db") as store:
+        assert store.sync_file([a, b], T0)["submitted"] == ["a", "b"]
+        assert store.sync_file([a], T0)["withdrawn"] == ["b"]  # removed from the file
+        store.submit([load_jobs(write_jobs(tmp_path / "c.yaml", spec("c", "GPT-2-1.5B")))[0]], T0)
+        assert store.sync_file([a], T0)["withdrawn"] == []  # "c" came from the CLI
+        assert {s.job.name: s.state for s in store.jobs()} == {
+            "a": "submitted",
+            "b": "cancelled",
+            "c": "submitted",
+        }
+
+
+def test_a_broken_store_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    path.write_bytes(b"not a database at all" * 100)
+    with pytest.raises(InputError, match=r"jobs_db\.readable"):
+        JobStore(path)
+
+
+@pytest.mark.parametrize(
+    ("extra", "rule"),
+    [
+        ({"iterations": 10, "tokens": 100.0}, "jobs.length_twice"),
+        ({"submitted_at": "yesterday"}, "jobs.bad_time"),
+        (
+            {"submitted_at": "2026-11-24T10:00:00Z", "deadline": "2026-11-24T09:00:00Z"},
+            "jobs.deadline_before_submission",
+        ),
+        ({"iterations": 0}, "jobs.not_positive"),
+        ({"iterations": 1.5}, "jobs.wrong_type"),
+    ],
+)
+def test_job_lengths_and_times_are_checked(tmp_path: Path, extra: dict, rule: str) -> None:
+    path = write_jobs(tmp_path / "jobs.yaml", spec("j", "BERT-large", **extra))
+    with pytest.raises(InputError, match=rule):
+        load_jobs(path)
+
+
+def test_job_times_read_as_utc(tmp_path: Path) -> None:
+    path = write_jobs(
+        tmp_path / "jobs.yaml",
+        spec(
+            "j",
+            "BERT-large",
+            tokens=1.0e9,
+            submitted_at="2026-11-24 10:00",
+            deadline="2026-11-25T12:00:00+02:00",
+        ),
+    )
+    job = load_jobs(path)[0]
+    assert job.submitted_at == dt.datetime(2026, 11, 24, 10, tzinfo=dt.UTC)
+    assert job.deadline == dt.datetime(2026, 11, 25, 10, tzinfo=dt.UTC)
+    assert job.iterations == 7630  # ceil(1e9 / (256 × 512))
+
+
+def test_yaml_aliases_and_huge_jobs_files_are_refused(tmp_path: Path) -> None:
+    bomb = tmp_path / "bomb.yaml"
+    rows = ["jobs:", "- &a [x, x, x, x, x, x, x, x, x]"]
+    rows += [f"- &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]" for i in range(8)]
+    bomb.write_text("\n".join(rows) + "\n")
+    with pytest.raises(InputError, match=r"jobs.yaml_alias.*line 3"):
+        load_jobs(bomb)
+    huge = tmp_path / "huge.yaml"
+    huge.write_text("# " + "x" * 1_100_000 + "\njobs: []\n")
+    with pytest.raises(InputError, match=r"jobs\.too_large"):
+        load_jobs(huge)
+
+
+def test_plans_are_remembered_across_runs(tiny: Path, settings: Settings, tmp_path: Path) -> None:
+    fleet = load_fleet(tiny, settings)[0]
+    job = PRESET_JOBS["GPT-2-1.5B"]
+    nodes = np.arange(4)
+    with JobStore(tmp_path / "jobs.db") as store:
+        first = PlanMemory(fleet, settings, store)
+        plan, cost = first(job, nodes)
+        assert len(first.new) == 1
+        first.save(T0)
+    with JobStore(tmp_path / "jobs.db") as store:
+        again = PlanMemory(fleet, settings, store)
+        assert again(job, nodes) == (plan, cost)
+        assert again.new == {} and len(again.used) == 1
+        # Another machine set, or the same job under another name and length: the same rule.
+        assert again(Job(**{**job.__dict__, "name": "x", "iterations": 5}), nodes) == (plan, cost)
+        assert again.new == {}
+        again(job, np.arange(3))
+        assert len(again.new) == 1
+    drained = drain(fleet, [fleet.node_id(0)])
+    with JobStore(tmp_path / "jobs.db") as store:
+        other = PlanMemory(drained, settings, store)  # another fleet: nothing known
+        other(job, nodes)
+        assert len(other.new) == 1

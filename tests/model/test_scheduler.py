@@ -1,0 +1,202 @@
+"""`hulk.scheduler`: running jobs stay put, waiting jobs start by earliest finish, moves pay."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from hulk.cost import Fleet, iteration_time
+from hulk.jobs import PRESET_JOBS, Job
+from hulk.planner import plan_job
+from hulk.scheduler import (
+    KEEP,
+    MOVE,
+    NEVER,
+    RESTART,
+    START,
+    WAIT,
+    Running,
+    Waiting,
+    move_cost,
+    schedule,
+)
+from hulk.settings import PlannerSettings, SchedulerSettings
+from tests.fleets import fleet_of
+
+GPT2 = PRESET_JOBS["GPT-2-1.5B"]
+BERT = PRESET_JOBS["BERT-large"]
+T5 = PRESET_JOBS["T5-11B"]
+SETTINGS = SchedulerSettings()
+
+
+def two_sites(n: int = 8, active: list[bool] | None = None) -> Fleet:
+    """n machines: the first half in one site (1 ms, 10 GB/s), the rest in another; 40 ms and
+    0.1 GB/s between the sites."""
+    half = n // 2
+    links = {
+        (i, j): ((1e-3, 1.25e9) if (i < half) == (j < half) else (40e-3, 1.25e7))
+        for i in range(n)
+        for j in range(i + 1, n)
+    }
+    return fleet_of([1e14] * n, [320.0] * n, links, active)
+
+
+def planner(fleet: Fleet):
+    settings = PlannerSettings()
+    return lambda job, nodes: plan_job(job, fleet, nodes, settings)
+
+
+def running_on(fleet: Fleet, job: Job, nodes: list[int], remaining: float | None) -> Running:
+    plan, cost = plan_job(job, fleet, nodes, PlannerSettings())
+    assert plan is not None
+    return Running(job, tuple(plan.nodes), plan, cost, remaining, submitted_s=-600.0)
+
+
+def named(found, name: str):
+    return next(d for d in found.decisions if d.job.name == name)
+
+
+def test_a_new_job_never_moves_a_running_one() -> None:
+    fleet = two_sites()
+    busy = running_on(fleet, GPT2, [0, 1, 2, 3], remaining=50_000)
+    new = Waiting(BERT, 1_000, submitted_s=0.0)
+    found = schedule(fleet, [busy], [new], SETTINGS, planner(fleet))
+    kept = named(found, GPT2.name)
+    assert kept.action == KEEP
+    assert kept.nodes == busy.nodes and kept.plan == busy.plan
+    assert named(found, BERT.name).action == START
+    assert not set(named(found, BERT.name).nodes) & set(busy.nodes)
+    assert found.moves == []
+
+
+def test_a_lost_machine_restarts_only_its_job() -> None:
+    fleet = two_sites()
+    first = running_on(fleet, GPT2, [0, 1, 2, 3], remaining=10_000)
+    second = running_on(fleet, BERT, [4, 5, 6, 7], remaining=10_000)
+    lost = first.nodes[0]
+    after = two_sites(active=[i != lost for i in range(8)])
+    found = schedule(after, [first, second], [], SETTINGS, planner(after))
+    assert named(found, BERT.name).action == KEEP
+    assert named(found, BERT.name).nodes == second.nodes
+    restarted = named(found, GPT2.name)
+    assert restarted.action in (RESTART, WAIT)
+    assert lost not in restarted.nodes
+    # The restart pays its overhead before computing again.
+    if restarted.action == RESTART:
+        assert restarted.overhead_s >= SETTINGS.restart_overhead_s
+
+
+def test_estimates_follow_the_cost_model_and_the_queue() -> None:
+    fleet = two_sites(4)
+    jobs = [Waiting(T5, 2_000, 0.0), Waiting(GPT2, 3_000, 0.0), Waiting(BERT, 5_000, 0.0)]
+    found = schedule(fleet, [], jobs, SETTINGS, planner(fleet))
+    finishes = {}
+    for d in found.decisions:
+        assert d.plan is not None and d.start_s is not None and d.finish_s is not None
+        seconds = iteration_time(d.job, fleet, d.plan).iteration_s
+        remaining = {T5.name: 2_000, GPT2.name: 3_000, BERT.name: 5_000}[d.job.name]
+        assert d.finish_s == pytest.approx(d.start_s + d.overhead_s + remaining * seconds)
+        finishes[d.job.name] = d.finish_s
+    for d in found.decisions:
+        if d.action == WAIT:
+            # It starts when the last job it waits for finishes.
+            assert d.start_s == pytest.approx(max(finishes[j] for j in d.waits_for))
+        else:
+            assert d.start_s == 0.0
+    # No machine serves two jobs at once.
+    spans = [(set(d.nodes), d.start_s, d.finish_s) for d in found.decisions]
+    for i, (nodes_a, start_a, end_a) in enumerate(spans):
+        for nodes_b, start_b, end_b in spans[i + 1 :]:
+            if nodes_a & nodes_b:
+                assert end_a <= start_b + 1e-6 or end_b <= start_a + 1e-6
+    ends = [d.finish_s for d in found.decisions]
+    assert found.makespan_s == pytest.approx(max(ends))
+    assert found.mean_completion_s == pytest.approx(float(np.mean(ends)))
+
+
+def test_a_job_waits_for_a_better_group_when_it_finishes_sooner() -> None:
+    # Two machines are free now; all four are free in 145 s, and T5 runs far faster on four.
+    fleet = two_sites(4)
+    busy = running_on(fleet, BERT, [0, 1, 2, 3], remaining=100)
+    assert len(busy.nodes) < 4  # the planner leaves machines free
+    new = Waiting(T5, 5_000, 0.0)
+    found = schedule(fleet, [busy], [new], SETTINGS, planner(fleet))
+    decision = named(found, T5.name)
+    free = [i for i in range(4) if i not in busy.nodes]
+    _, now_cost = plan_job(T5, fleet, free, PlannerSettings())
+    assert now_cost.feasible  # starting now was possible
+    assert decision.action == WAIT and decision.waits_for == (BERT.name,)
+    assert decision.start_s == pytest.approx(named(found, BERT.name).finish_s)
+    assert decision.finish_s < 5_000 * now_cost.iteration_s
+    # With a long-running job on those machines, it starts now on what is free.
+    long = Running(busy.job, busy.nodes, busy.plan, busy.cost, 1e9, -600.0)
+    now = named(schedule(fleet, [long], [new], SETTINGS, planner(fleet)), T5.name)
+    assert now.action == START and set(now.nodes) <= set(free)
+
+
+def test_a_job_no_fleet_can_hold_is_never_and_the_others_run() -> None:
+    fleet = two_sites(4)
+    huge = PRESET_JOBS["OPT-175B"]  # 2.8 TB of state; the fleet has 1.28 TB
+    found = schedule(
+        fleet, [], [Waiting(huge, 10, 0.0), Waiting(BERT, 10, 0.0)], SETTINGS, planner(fleet)
+    )
+    assert named(found, huge.name).action == NEVER
+    assert "GB" in (named(found, huge.name).reason or "")
+    assert named(found, BERT.name).action == START
+
+
+def test_a_move_happens_only_when_it_pays_for_itself() -> None:
+    fleet = two_sites()
+    slow = running_on(fleet, GPT2, [0], remaining=200_000)  # one machine, seven idle
+    found = schedule(fleet, [slow], [], SETTINGS, planner(fleet))
+    assert found.moves == [GPT2.name]
+    moved = named(found, GPT2.name)
+    assert moved.action == MOVE and len(moved.nodes) > 1
+    assert moved.finish_s < 200_000 * slow.cost.iteration_s
+    # The same move when a restart costs more than it saves: the job stays.
+    costly = SchedulerSettings(restart_overhead_s=1e9)
+    stay = schedule(fleet, [slow], [], costly, planner(fleet))
+    assert stay.moves == [] and named(stay, GPT2.name).action == KEEP
+    # And never more moves than allowed.
+    none = schedule(fleet, [slow], [], SchedulerSettings(max_moves_per_run=0), planner(fleet))
+    assert none.moves == []
+
+
+def test_jobs_without_a_length_start_now_and_have_no_finish() -> None:
+    fleet = two_sites()
+    found = schedule(fleet, [], [Waiting(BERT, None, 0.0)], SETTINGS, planner(fleet))
+    decision = named(found, BERT.name)
+    assert decision.action == START and decision.finish_s is None
+    assert found.mean_completion_s is None
+
+
+def test_move_cost_counts_the_checkpoint_over_the_links() -> None:
+    fleet = two_sites()
+    here = running_on(fleet, GPT2, [0, 1, 2, 3], remaining=1)
+    same = move_cost(GPT2, fleet, here.nodes, here.plan, here.plan, here.nodes, SETTINGS)
+    assert same == SETTINGS.restart_overhead_s
+    there, _ = plan_job(GPT2, fleet, [4, 5, 6, 7], PlannerSettings())
+    assert there is not None
+    far = move_cost(GPT2, fleet, here.nodes, here.plan, there, there.nodes, SETTINGS)
+    # 16 bytes × 1.5e9 parameters over 0.1 GB/s links, stages fetching in parallel.
+    replica = there.replicas[0]
+    slowest_share = max(s.layer_end - s.layer_start for s in replica) / GPT2.layers
+    expected = SETTINGS.restart_overhead_s + slowest_share * 16 * GPT2.params / 1.25e7
+    assert far == pytest.approx(expected, rel=0.05)
+    # With every old machine gone, only the restart counts.
+    assert move_cost(GPT2, fleet, [], None, there, there.nodes, SETTINGS) == (
+        SETTINGS.restart_overhead_s
+    )
+    assert math.isfinite(far)
+
+
+def test_the_schedule_is_deterministic() -> None:
+    fleet = two_sites()
+    jobs = [Waiting(T5, 2_000, -5.0), Waiting(GPT2, 3_000, -3.0), Waiting(BERT, 5_000, 0.0)]
+    first = schedule(fleet, [], jobs, SETTINGS, planner(fleet))
+    second = schedule(fleet, [], jobs, SETTINGS, planner(fleet))
+    assert [(d.job.name, d.action, d.nodes, d.start_s) for d in first.decisions] == [
+        (d.job.name, d.action, d.nodes, d.start_s) for d in second.decisions
+    ]
