@@ -398,11 +398,11 @@ class GxSession:
         if self.docs_dir is None:
             return None
         suites = [ExpectationSuiteIdentifier(name=name) for name in self._definitions]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            self.context.build_data_docs(
-                site_names=[DOCS_SITE], resource_identifiers=[*suites, *self._stored]
-            )
+        changed = [*suites, *self._stored]
+        if changed:  # (GX reads no identifiers as "every page": nothing ran, nothing to render)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                self.context.build_data_docs(site_names=[DOCS_SITE], resource_identifiers=changed)
         return self.docs_dir / "index.html"
 
 
