@@ -68,6 +68,12 @@ the corpus is the same whatever the worker count — as long as the wall-clock s
 **Files** (`save_corpus` / `load_corpus`): ``<name>.pt`` (torch.save of dicts, lists, tensors,
 ints, floats and strings: loadable with ``weights_only=True``) and the manifest
 ``<name>.json`` beside it, each written atomically; the manifest is written last.
+
+**Cache** (`cache_corpus` / `cached_corpus` / `publish_corpus`): a corpus is also kept under
+``DATA/cache/corpus/<key>.pt`` (+ ``.json``), where the key (`corpus_key`) is a hash of what its
+samples depend on — the settings of `corpus_inputs`, the seed and the file format — and not of
+where it is stored: moving ``corpus.path`` publishes the cached corpus there (a hard link,
+else a copy) instead of labelling it again. The newest `CACHE_KEEP` entries are kept.
 """
 
 from __future__ import annotations
@@ -76,6 +82,8 @@ import hashlib
 import json
 import math
 import multiprocessing
+import os
+import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -102,8 +110,11 @@ __all__ = [
     "Corpus",
     "FleetSpec",
     "build_corpus",
+    "cache_corpus",
+    "cached_corpus",
     "corpus_fleet",
     "corpus_inputs",
+    "corpus_key",
     "corpus_mix",
     "corpus_teacher",
     "label_mix",
@@ -111,12 +122,15 @@ __all__ = [
     "manifest_path",
     "mix_jobs",
     "perturbed_job",
+    "publish_corpus",
     "sample_seed",
     "save_corpus",
     "split_of",
 ]
 
 FORMAT = 1  # version of the saved corpus layout
+CACHE_DIR = Path("cache") / "corpus"  # under the data folder: corpora by content (module doc)
+CACHE_KEEP = 4  # cached corpora kept (the newest; older settings are rarely gone back to)
 SPLITS: tuple[str, ...] = ("train", "val", "test")
 SYNTHETIC_SOURCE = "synthetic-1000"  # the preset synthetic fleets are cut from
 CURRENT_FLEET = -1  # fleet id of a sample of the real, current fleet
@@ -603,3 +617,96 @@ def load_corpus(path: str | Path) -> Corpus:
 def mix_jobs(record: dict[str, Any]) -> list[Job]:
     """The jobs of a manifest sample record, in class (size) order."""
     return parse_jobs({"jobs": record["jobs"]}, source="corpus manifest")
+
+
+# --- cache by content -------------------------------------------------------------------------
+
+
+def corpus_key(settings: Settings, seed: int) -> str:
+    """sha256 of what a corpus's samples are a function of: `corpus_inputs`, the seed, the file
+    format and the feature names (never its path or the worker count)."""
+    content = {
+        "format": FORMAT,
+        "seed": seed,
+        "inputs": corpus_inputs(settings),
+        "features": [list(NODE_FEATURES), list(EDGE_FEATURES), list(JOB_FEATURES)],
+    }
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+
+
+def _cache_path(settings: Settings, seed: int) -> Path:
+    return settings.data_dir / CACHE_DIR / f"{corpus_key(settings, seed)}.pt"
+
+
+def _matches(path: Path, settings: Settings, seed: int) -> dict[str, Any] | None:
+    """The manifest of the corpus at `path` if it was built from these settings and seed and
+    the file is the one the manifest describes (its sha256), else None."""
+    manifest = manifest_path(path)
+    if not (path.is_file() and manifest.is_file()):
+        return None
+    try:
+        record = json.loads(manifest.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    if record.get("seed") != seed or record.get("inputs") != corpus_inputs(settings):
+        return None
+    if record.get("sha256") != fileio.sha256_file(path):
+        return None
+    return record
+
+
+def cached_corpus(settings: Settings, seed: int) -> Path | None:
+    """The cached corpus of these settings and seed (its ``.pt``), or None."""
+    path = _cache_path(settings, seed)
+    return path if _matches(path, settings, seed) is not None else None
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    """Put `source`'s bytes at `target` atomically: a hard link when the file system allows
+    one (no second copy of the bytes; every write here replaces files, never edits them)."""
+    with fileio.atomic_path(target) as tmp:
+        tmp.unlink()
+        try:
+            os.link(source, tmp)
+        except OSError:
+            shutil.copyfile(source, tmp)
+
+
+def cache_corpus(settings: Settings, seed: int, path: str | Path, replace: bool = False) -> Path:
+    """Add the corpus saved at `path` to the cache (if not there yet, or `replace`: a corpus
+    just built replaces its entry); returns its cache path. Keeps the newest `CACHE_KEEP`."""
+    path = Path(path)
+    target = _cache_path(settings, seed)
+    if replace or _matches(target, settings, seed) is None:
+        record = json.loads(manifest_path(path).read_text(encoding="utf-8"))
+        _link_or_copy(path, target)
+        manifest = {**record, "file": target.name}
+        fileio.write_text(
+            manifest_path(target), json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+        )
+    # Recency is the manifest's time: the .pt may be a hard link of corpus.path, whose time
+    # must not change under DVC's feet.
+    manifest_path(target).touch()
+    entries = [p for p in target.parent.glob("*.pt") if manifest_path(p).exists()]
+    entries.sort(key=lambda p: manifest_path(p).stat().st_mtime_ns, reverse=True)
+    for old in entries[CACHE_KEEP:]:
+        manifest_path(old).unlink(missing_ok=True)  # the manifest first: a pair never half-valid
+        old.unlink(missing_ok=True)
+    for orphan in target.parent.glob("*.pt"):  # a .pt whose manifest was never written (a kill)
+        if not manifest_path(orphan).exists():
+            orphan.unlink(missing_ok=True)
+    return target
+
+
+def publish_corpus(cached: str | Path, path: str | Path) -> Path:
+    """Publish a cached corpus at `path` (+ its manifest, written last); returns the manifest's
+    path. The bytes, and so the sha256 the prior is keyed on, are the cached ones."""
+    cached, path = Path(cached), Path(path)
+    record = json.loads(manifest_path(cached).read_text(encoding="utf-8"))
+    _link_or_copy(cached, path)
+    target = manifest_path(path)
+    manifest = {**record, "file": path.name}
+    fileio.write_text(target, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return target

@@ -5,9 +5,11 @@ Every step of `hulk.stages` works on one data folder (docs/design.md#data-folder
     machines.csv        inventory
     logs/day=…/         raw latency logs, one partition per UTC day
     quarantine.parquet  raw rows kept out of the link table, with the rule that caught them
-    validation/         report.json, validated.json, Great Expectations Data Docs (docs/)
+    validation/         report.json, validated.json (what was validated, and the quarantine
+                        written for it), Great Expectations Data Docs (docs/)
     links.parquet       link table over the window
     graph/              fleet graph snapshot
+    cache/corpus/       corpora by content (hulk.corpus: reused when corpus.path moves)
     training/           the train step's plots and learning curve
     placements/         `hulk assign` / `hulk replan`: <run-id>.json and latest.json
                         (docs/contracts.md#placements-file)
@@ -69,16 +71,35 @@ def logs_fingerprint(logs_dir: Path, inventory_file: Path) -> str:
     return digest.hexdigest()
 
 
+def validated_record(logs_dir: Path, inventory_file: Path, quarantine_path: Path) -> dict:
+    """What validated.json holds: the fingerprint of the logs and inventory a successful
+    validation checked, and the sha256 of the quarantine it wrote for them."""
+    return {
+        "logs_fingerprint": logs_fingerprint(logs_dir, inventory_file),
+        "quarantine_sha256": fileio.sha256_file(quarantine_path),
+    }
+
+
 def validated_quarantine(
     logs_dir: Path, inventory_file: Path, out_dir: Path
 ) -> pd.DataFrame | None:
-    """The quarantine the validate step wrote for these very logs, or None if there is none."""
+    """The quarantine the validate step wrote for these very logs, or None if there is none.
+
+    Both must match: the logs and inventory (a quarantine is only right for the files it was
+    computed from) and the quarantine file itself (one written by any other run, or changed by
+    hand, is not the one the record vouches for).
+    """
     record_path = out_dir / schemas.VALIDATION_DIR / VALIDATED
     quarantine_path = out_dir / schemas.QUARANTINE_FILE
     if not (record_path.exists() and quarantine_path.exists()):
         return None
-    record = json.loads(record_path.read_text())
-    if record.get("logs_fingerprint") != logs_fingerprint(logs_dir, inventory_file):
+    try:
+        record = json.loads(record_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None  # unreadable: validate again rather than trust it
+    if not isinstance(record, dict) or record != validated_record(
+        logs_dir, inventory_file, quarantine_path
+    ):
         return None
     return pd.read_parquet(quarantine_path)
 

@@ -351,6 +351,27 @@ def resolve_location(text: str) -> Location | None:
     return _resolve_qualified(head, tail)
 
 
+def resolve_city(city: str, country: str | None = None) -> Location | None:
+    """Resolve an inventory's city, within its country when one is given; None otherwise.
+
+    With a country, "city, country" is tried first (`resolve_location`'s qualified form, so
+    "Paris" in "United States" is Paris, Texas), then the city text alone, accepted only when
+    it lies in that country ("Paris, TX" in "United States"). A country that does not resolve
+    gives None rather than a guess, as an unreadable qualifier does.
+    """
+    if not normalise(city):
+        return None
+    if country is None or not normalise(country):
+        return resolve_location(city)
+    place = resolve_location(f"{city}, {country}")
+    if place is not None:
+        return place
+    nation, place = resolve_location(country), resolve_location(city)
+    if nation is None or place is None or place.country_code != nation.country_code:
+        return None
+    return place
+
+
 def haversine_km(lat1, lon1, lat2, lon2):
     """Great-circle distance in km; works elementwise on numpy arrays."""
     lat1, lon1, lat2, lon2 = (

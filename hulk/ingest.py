@@ -10,7 +10,8 @@ reduces the probes of the rolling window to one row per unordered machine pair (
   pushed into the Parquet scan (row groups outside the window are skipped);
 - both directions of a pair are pooled; self-probes (src == dst) and probes involving a machine
   absent from the inventory are ignored (validation reports them); probes listed in the
-  quarantine (matched on schemas.LOG_KEY) are removed by an anti-join;
+  quarantine (matched on schemas.LOG_KEY) are removed by an anti-join, except that one copy of
+  a probe quarantined as an exact repeat (`logs.duplicate`) is kept, the copy validation kept;
 - a probe *succeeded* when its status is `ok` and its elapsed time is a finite number; any other
   probe counts as lost;
 - `samples` counts the latency probes (`latency_probe_bytes`, 64 bytes) attempted, `loss_rate` is
@@ -176,20 +177,33 @@ def utc_timestamp(value: dt.datetime | pd.Timestamp | str) -> pd.Timestamp:
     return stamp.as_unit("us")
 
 
-def partition_window_end(log_set: LogSet) -> pd.Timestamp | None:
-    """Midnight after the latest `day=` partition, or None when some file is unpartitioned."""
+def partition_window_end(
+    log_set: LogSet, now: dt.datetime | pd.Timestamp | None = None
+) -> pd.Timestamp | None:
+    """Midnight after the latest `day=` partition, or None when some file is unpartitioned.
+
+    With `now`, partitions whose day starts after `now` are left out (a collector with a clock
+    ahead must not decide the window); None when every partition is in the future.
+    """
     if not log_set.partitioned:
         return None
-    latest = max(f.day for f in log_set.files if f.day is not None)
+    days = [f.day for f in log_set.files if f.day is not None]
+    if now is not None:
+        today = utc_timestamp(now).date()
+        days = [d for d in days if d <= today]
+    if not days:
+        return None
+    latest = max(days)
     return utc_timestamp(dt.datetime.combine(latest + dt.timedelta(days=1), dt.time()))
 
 
 def window_end_for(logs: Path, now: dt.datetime) -> pd.Timestamp:
-    """The window end a nightly run uses: midnight after the latest day partition, never later
-    than `now` (a partition dated in the future does not move the window); `now` for
-    unpartitioned files."""
+    """The window end a nightly run uses: midnight after the latest day partition that is not
+    in the future, never later than `now` (a partition dated after today does not move the
+    window: its rows are quarantined as logs.future_timestamp); `now` for unpartitioned files
+    or when every partition is in the future."""
     now_ts = utc_timestamp(now)
-    end = partition_window_end(discover_logs(Path(logs)))
+    end = partition_window_end(discover_logs(Path(logs)), now_ts)
     return now_ts if end is None else min(end, now_ts)
 
 
@@ -462,8 +476,9 @@ WHERE lat.msg_bytes = $probe
 ORDER BY src, dst
 """
 
-# One copy of each probe logged more than once (validation kept the first; the copies share the
-# key, so the one with the smallest elapsed time stands in for it, deterministically).
+# One copy of each probe logged more than once. Validation lists such a key as logs.duplicate
+# only when its copies are identical (conflicting copies are logs.duplicate_conflict, dropped
+# whole with the quarantine), so any copy is the one it kept; the order is only deterministic.
 _DEDUPE_SQL = """
     UNION ALL
     SELECT * FROM probes SEMI JOIN repeated USING (ts, src, dst, msg_bytes)

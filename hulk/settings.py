@@ -124,6 +124,9 @@ class ValidateSettings(Section):
     stale_after_hours: PositiveFloat = 24.0
     # Clock skew tolerated before a timestamp counts as "in the future".
     future_skew_s: Annotated[float, Field(ge=0)] = 300.0
+    # An elapsed_ms above this is a broken clock or unit, not a slow link (a probe that waits
+    # this long has timed out): quarantined as logs.elapsed_too_large.
+    max_elapsed_ms: PositiveFloat = 60_000.0
     # Plausible CUDA compute capability of an inventory machine (Kepler 3.0 .. beyond Blackwell).
     compute_capability: Range = Range(low=3.0, high=12.0)
     # Offending rows (or machines, pairs, days) quoted in one finding.
@@ -173,6 +176,9 @@ class SchedulerSettings(Section):
     checkpoint_bytes_per_param: PositiveFloat = 16.0
     # A waiting job considers starting now and at this many of the next times machines free up.
     start_candidates: Annotated[int, Field(ge=1)] = 8
+    # Plans made anew per run beyond each job's plan on the whole fleet (plans remembered from
+    # earlier runs are free): bounds a run's time on long queues.
+    max_plans_per_run: Annotated[int, Field(ge=0)] = 30
     # A running job is moved only when the schedule's mean completion time drops by more than
     # this share (the move's cost is already in it); at most this many moves per run.
     move_gain: Annotated[float, Field(ge=0)] = 0.05

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from hulk.settings import Settings
@@ -29,21 +30,37 @@ class CorpusSummary(Summary):
 
 
 def corpus_is_current(settings: Settings, seed: int | None = None) -> bool:
-    """Whether the saved corpus was built from these settings and seed (then reused).
+    """Whether a corpus built from these settings and seed is saved (then reused): at
+    ``corpus.path``, or in the data folder's corpus cache (then published at the path).
 
-    What its samples depend on is compared (`hulk.corpus.corpus_inputs`): not where the file
-    is, nor how many processes labelled it.
+    What its samples depend on is compared (`hulk.corpus.corpus_inputs`, `corpus_key`): not
+    where the file is, nor how many processes labelled it.
     """
+    seed = settings.seed if seed is None else seed
+    return _saved_at_path(settings, seed) or _cached(settings, seed) is not None
+
+
+def _saved_at_path(settings: Settings, seed: int) -> bool:
     from hulk import corpus as corpora
 
-    seed = settings.seed if seed is None else seed
     path = settings.corpus.path
     if not (path.exists() and corpora.manifest_path(path).exists()):
         return False
-    manifest = json.loads(corpora.manifest_path(path).read_text())
-    return manifest.get("seed") == seed and manifest.get("inputs") == corpora.corpus_inputs(
-        settings
+    try:
+        manifest = json.loads(corpora.manifest_path(path).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
+    return (
+        isinstance(manifest, dict)
+        and manifest.get("seed") == seed
+        and manifest.get("inputs") == corpora.corpus_inputs(settings)
     )
+
+
+def _cached(settings: Settings, seed: int) -> Path | None:
+    from hulk import corpus as corpora
+
+    return corpora.cached_corpus(settings, seed)
 
 
 def run(
@@ -57,19 +74,25 @@ def run(
 ) -> StepResult[CorpusSummary]:
     """The teacher-labelled training corpus at `settings.corpus.path` (+ its manifest).
 
-    Reused while its manifest matches the corpus settings and seed (unless `rebuild`). Else it
-    is built: from `outcomes` when given (fleet id → `hulk.corpus.label_fleet` result, labelled
-    by any executor, e.g. the nightly flow's Dask cluster; `seconds` is their wall time), or
-    here on `workers` processes (default ``corpus.workers``). Either way the same
-    `assemble_corpus` + `save_corpus` write it.
+    Reused while its manifest matches the corpus settings and seed (unless `rebuild`); a corpus
+    of the same settings and seed in the data folder's cache (`hulk.corpus.cached_corpus`: keyed
+    by content, not by path) is published at the path and reused too. Else it is built: from
+    `outcomes` when given (fleet id → `hulk.corpus.label_fleet` result, labelled by any executor,
+    e.g. the nightly flow's Dask cluster; `seconds` is their wall time), or here on `workers`
+    processes (default ``corpus.workers``). Either way the same `assemble_corpus` +
+    `save_corpus` write it, and it is added to the cache.
     """
     from hulk import corpus as corpora
 
     seed = settings.seed if seed is None else seed
     workers = settings.corpus.workers if workers is None else workers
     path = settings.corpus.path
-    reused = not rebuild and corpus_is_current(settings, seed)
+    at_path = not rebuild and _saved_at_path(settings, seed)
+    cached = None if rebuild or at_path else _cached(settings, seed)
+    reused = at_path or cached is not None
     if reused:
+        if cached is not None:
+            corpora.publish_corpus(cached, path)
         built = corpora.load_corpus(path)
     else:
         if outcomes is not None:
@@ -77,6 +100,7 @@ def run(
         else:
             built = corpora.build_corpus(settings, seed, workers, progress=progress)
         corpora.save_corpus(built, path)
+    corpora.cache_corpus(settings, seed, path, replace=not reused)
     counts = built.manifest.get("counts", {})
     return StepResult(
         outputs={"corpus": path, "manifest": corpora.manifest_path(path)},

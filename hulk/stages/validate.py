@@ -1,6 +1,8 @@
 """The validate step: Great Expectations over the inventory and the logs of the window
 (`hulk.validation`); the quarantine, the report, Data Docs, and a record of which logs were
-validated (the ingest and labels steps reuse the quarantine only for those very files)."""
+validated and which quarantine was written for them (the ingest and labels steps reuse the
+quarantine only for those very files and only that quarantine). A run with errors writes the
+report and Data Docs but leaves the last good quarantine and record alone."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hulk import fileio, schemas
-from hulk.data_folder import VALIDATED, logs_fingerprint
+from hulk.data_folder import VALIDATED, validated_record
 from hulk.findings import raise_on_errors
 from hulk.settings import Settings
 from hulk.stages import Progress, StepResult, Summary
@@ -55,8 +57,8 @@ def run(
     )
     raise_on_errors(report.findings)
     inventory_file = data_dir / schemas.INVENTORY_FILE
-    if logs_dir.exists():
-        record = {"logs_fingerprint": logs_fingerprint(logs_dir, inventory_file)}
+    if report.quarantine_path is not None:
+        record = validated_record(logs_dir, inventory_file, report.quarantine_path)
         fileio.write_text(data_dir / schemas.VALIDATION_DIR / VALIDATED, json.dumps(record) + "\n")
     return StepResult(
         outputs={"report": report.report_path, "docs": report.docs_index},

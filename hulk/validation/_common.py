@@ -6,6 +6,7 @@ import datetime as dt
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -16,6 +17,28 @@ from hulk.geo import fiber_floor_ms, haversine_km
 
 # Machines, pairs or days named in one finding's message before "… and N more".
 NAMED_IN_MESSAGE = 10
+
+
+def encoding_error(path: Path, rule: str) -> InputError:
+    """The InputError for a text file that is not UTF-8: the line and byte of the first bad
+    byte, and that line as far as it reads (pandas only gives a position in its buffer)."""
+    data = Path(path).read_bytes()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line_no = data.count(b"\n", 0, exc.start) + 1
+        line_start = data.rfind(b"\n", 0, exc.start) + 1
+        line_end = data.find(b"\n", exc.start)
+        line = data[line_start : None if line_end < 0 else line_end].rstrip(b"\r")
+        shown = line.decode("utf-8", errors="backslashreplace")
+        return InputError(
+            path,
+            rule,
+            f"line {line_no} is not UTF-8: byte 0x{data[exc.start]:02x} at column "
+            f"{exc.start - line_start + 1}; save the file as UTF-8",
+            [f"line {line_no}: {shown}"],
+        )
+    return InputError(path, rule, "the file is not UTF-8 text; save it as UTF-8")
 
 
 def json_value(value: object) -> object:

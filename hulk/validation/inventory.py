@@ -1,10 +1,13 @@
 """The inventory (machines.csv): reading it with clear errors, and the ``hulk.inventory`` suite.
 
-Errors: missing or mistyped columns (`inventory.schema`), duplicate ids
+Errors: a file that is not UTF-8 (`inventory.encoding`, naming the line) or not CSV
+(`inventory.readable`), missing or mistyped columns (`inventory.schema`), duplicate ids
 (`inventory.unique_node_id`), empty required values (`inventory.missing_value`) and values out of
 range (`inventory.compute_capability`, `inventory.gpu_count`, `inventory.memory_gb`,
-`inventory.status`, `inventory.coordinates`). A machine without coordinates is only a warning
-(`inventory.missing_coordinates`): checks that need a location skip it.
+`inventory.status`, `inventory.coordinates`). Empty lat/lon are filled from the city when it
+resolves offline (`hulk.geo.resolve_city`, as `hulk import-hulk` resolves its places); a machine
+left without coordinates is only a warning (`inventory.missing_coordinates`): checks that need a
+location skip it.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from hulk import schemas
 from hulk.errors import InputError
 from hulk.findings import Finding, Severity
 from hulk.settings import ValidateSettings
-from hulk.validation._common import finding, frame_records, name_list, plural
+from hulk.validation._common import encoding_error, finding, frame_records, name_list, plural
 from hulk.validation._gx import Check, CheckResult, GxSession, make_check
 
 SUITE = "hulk.inventory"
@@ -32,15 +35,18 @@ REQUIRED = ["compute_capability", "gpu_count", "memory_gb", "status"]
 def read_inventory(path: str | Path) -> pd.DataFrame:
     """Read machines.csv into schemas.INVENTORY; an InputError names the file, column and line.
 
-    Header names are trimmed; extra columns are kept. Empty lat/lon cells are NaN (location
-    unknown); an empty or non-numeric value in another numeric column is an error.
+    Header names are trimmed; extra columns are kept. A machine whose lat and lon are both
+    empty gets its city's coordinates (`resolve_coordinates`, offline), else they stay NaN
+    (location unknown); an empty or non-numeric value in another numeric column is an error.
     """
     path = Path(path)
     if not path.is_file():
         raise InputError(path, "inventory.exists", "inventory file not found")
     try:
         raw = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError:
+        raise encoding_error(path, "inventory.encoding") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise InputError(path, "inventory.readable", f"cannot parse the CSV file: {exc}") from None
     raw.columns = [str(c).strip() for c in raw.columns]
     missing = [c for c in schemas.INVENTORY if c not in raw.columns]
@@ -76,6 +82,34 @@ def read_inventory(path: str | Path) -> pd.DataFrame:
                 lines,
             )
         frame[column] = numbers.astype(schemas.INVENTORY[column])
+    return resolve_coordinates(frame)
+
+
+def resolve_coordinates(inventory: pd.DataFrame) -> pd.DataFrame:
+    """Fill empty lat/lon (both empty) from the city, resolved offline as `hulk import-hulk`
+    resolves its places (`hulk.geo.resolve_city`, within the row's country when it has one);
+    an empty country is filled too. Cities that do not resolve keep empty coordinates (the
+    `inventory.missing_coordinates` warning names them)."""
+    if not {"city", "country", "lat", "lon"} <= set(inventory.columns):
+        return inventory
+    todo = inventory["lat"].isna() & inventory["lon"].isna() & inventory["city"].notna()
+    if not todo.any():
+        return inventory
+    from hulk.geo import Location, resolve_city
+
+    frame = inventory.copy()
+    found: dict[tuple[str, str | None], Location | None] = {}
+    for i in frame.index[todo.to_numpy()]:
+        country = frame.at[i, "country"]
+        key = (str(frame.at[i, "city"]), None if pd.isna(country) else str(country))
+        if key not in found:
+            found[key] = resolve_city(*key)
+        place = found[key]
+        if place is None:
+            continue
+        frame.at[i, "lat"], frame.at[i, "lon"] = place.lat, place.lon
+        if key[1] is None:
+            frame.at[i, "country"] = place.country
     return frame
 
 
@@ -179,8 +213,9 @@ _MESSAGES = {
     "inventory.status": f"status must be one of {', '.join(schemas.MACHINE_STATUSES)}; "
     "machine(s) {ids}",
     "inventory.coordinates": "lat must lie in [-90, 90] and lon in [-180, 180]; machine(s) {ids}",
-    "inventory.missing_coordinates": "no coordinates for machine(s) {ids}: checks that need a "
-    "location (faster than light) skip them",
+    "inventory.missing_coordinates": "no coordinates for machine(s) {ids} (lat or lon empty, "
+    "and not found from the city offline): checks that need a location (faster than light) "
+    "skip them",
 }
 
 

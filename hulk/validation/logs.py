@@ -17,12 +17,17 @@ Per batch (rule → what happens to the offending rows):
   immediate `InputError` naming the file and the column;
 - `logs.unknown_machine` (error): src or dst is not in the inventory (the message names them);
 - quarantined with a warning: `logs.status` (not ok/timeout/unreachable), `logs.msg_bytes`
-  (not > 0), `logs.elapsed_negative`, `logs.elapsed_missing` (status ok without a time),
-  `logs.elapsed_on_failure` (a time on a lost probe), `logs.future_timestamp` (after now +
-  future_skew_s), `logs.outside_window` (before the window), `logs.wrong_partition` (not in its
-  own day folder), `logs.self_loop` (src == dst), `logs.duplicate` (a repeat of the same
-  schemas.LOG_KEY: the first copy is kept), `logs.faster_than_light` (elapsed below the
-  great-circle fiber floor between the two machines; machines without coordinates are skipped).
+  (not > 0), `logs.elapsed_negative`, `logs.elapsed_zero` (exactly 0 ms: no link answers
+  instantly, not even within a city), `logs.elapsed_infinite` (±inf), `logs.elapsed_too_large`
+  (above max_elapsed_ms: longer than any probe can wait), `logs.elapsed_missing` (status ok
+  without a time), `logs.elapsed_on_failure` (a time on a lost probe), `logs.future_timestamp`
+  (after now + future_skew_s), `logs.outside_window` (before the window),
+  `logs.wrong_partition` (not in its own day folder), `logs.self_loop` (src == dst),
+  `logs.duplicate` (an exact repeat of an earlier row with the same schemas.LOG_KEY: the first
+  copy is kept), `logs.duplicate_conflict` (copies of one schemas.LOG_KEY whose elapsed_ms or
+  status differ: no copy can be trusted over the others, so every copy is quarantined and none
+  is kept), `logs.faster_than_light` (elapsed below the great-circle fiber floor between the
+  two machines; machines without coordinates are skipped).
 
 A row that breaks several rules is quarantined once, under the first rule of `QUARANTINE_ORDER`
 (a finding counts every row that breaks its rule). Rows with an unknown machine are listed in
@@ -60,6 +65,7 @@ from hulk.settings import LATENCY_PROBE_BYTES, ValidateSettings
 from hulk.validation._common import (
     Machines,
     Tally,
+    encoding_error,
     finding,
     frame_records,
     name_list,
@@ -85,6 +91,9 @@ QUARANTINE_ORDER = (
     "logs.status",
     "logs.msg_bytes",
     "logs.elapsed_negative",
+    "logs.elapsed_zero",
+    "logs.elapsed_infinite",
+    "logs.elapsed_too_large",
     "logs.elapsed_missing",
     "logs.elapsed_on_failure",
     "logs.future_timestamp",
@@ -92,6 +101,7 @@ QUARANTINE_ORDER = (
     "logs.wrong_partition",
     "logs.self_loop",
     "logs.duplicate",
+    "logs.duplicate_conflict",
     "logs.faster_than_light",
 )
 _REASONS = {
@@ -99,13 +109,19 @@ _REASONS = {
     "logs.status": "have a status other than " + ", ".join(schemas.PROBE_STATUSES),
     "logs.msg_bytes": "have a message size that is not positive",
     "logs.elapsed_negative": "have a negative elapsed_ms",
+    "logs.elapsed_zero": "have elapsed_ms 0 (no link answers instantly)",
+    "logs.elapsed_infinite": "have an infinite elapsed_ms",
+    "logs.elapsed_too_large": "have an elapsed_ms above max_elapsed_ms ({max_elapsed_ms:g} ms)",
     "logs.elapsed_missing": "have status ok but no elapsed_ms",
     "logs.elapsed_on_failure": "were lost (status not ok) but carry an elapsed_ms",
     "logs.future_timestamp": "are timestamped in the future (after now + future_skew_s)",
     "logs.outside_window": "are timestamped before the window",
     "logs.wrong_partition": "lie outside the day of their day=YYYY-MM-DD partition",
     "logs.self_loop": "are self-loops (src == dst)",
-    "logs.duplicate": "repeat an earlier probe (same ts, src, dst, msg_bytes; the first is kept)",
+    "logs.duplicate": "repeat an earlier probe exactly (same ts, src, dst, msg_bytes, "
+    "elapsed_ms and status; the first is kept)",
+    "logs.duplicate_conflict": "are copies of one probe (same ts, src, dst, msg_bytes) logged "
+    "with conflicting elapsed_ms or status; every copy is quarantined, none is kept",
     "logs.faster_than_light": "are faster than light in fiber between the two machines",
 }
 _NULLABLE = {"elapsed_ms"}
@@ -200,7 +216,9 @@ def _read_csv(path: Path) -> pa.Table:
     """The log columns of one CSV file; values that do not parse name the column and line."""
     try:
         raw = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError:
+        raise encoding_error(path, "logs.encoding") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise InputError(path, "logs.readable", f"cannot parse the CSV file: {exc}") from None
     raw.columns = [str(c).strip() for c in raw.columns]
     out: dict[str, object] = {}
@@ -312,6 +330,33 @@ def checks() -> list[Check]:
             "logs.elapsed_negative",
             "warning",
             gxe.ExpectColumnValuesToBeBetween(column="elapsed_ms", min_value=0),
+        ),
+        make_check(
+            "logs.elapsed_zero",
+            "warning",
+            gxe.ExpectColumnValuesToNotBeInSet(
+                column="elapsed_ms",
+                value_set=[0.0],
+                description="elapsed_ms is not 0: no link answers instantly",
+            ),
+        ),
+        make_check(
+            "logs.elapsed_infinite",
+            "warning",
+            gxe.ExpectColumnValuesToBeInSet(
+                column="elapsed_is_infinite",
+                value_set=[False],
+                description="elapsed_ms is finite",
+            ),
+        ),
+        make_check(
+            "logs.elapsed_too_large",
+            "warning",
+            gxe.ExpectColumnValuesToBeBetween(
+                column="elapsed_ms",
+                max_value={"$PARAMETER": "elapsed_max"},
+                description="elapsed_ms is at most max_elapsed_ms (no probe waits longer)",
+            ),
         ),
         make_check(
             "logs.elapsed_missing",
@@ -582,7 +627,7 @@ def merge_days(
             session.record(outcome.gx, checks)
 
     settings, window, where = plan.settings, plan.window, str(plan.logs_dir)
-    findings = _row_findings(totals, where)
+    findings = _row_findings(totals, where, settings)
     findings += _window_findings(totals, window, settings, where, len(plan.days))
     quarantine = (
         pd.concat(totals.quarantine, ignore_index=True)
@@ -627,11 +672,11 @@ def _validate_batch(
     frame["src_row"] = src_row
     frame["dst_row"] = dst_row
     frame["is_self_loop"] = src == dst
+    frame["elapsed_is_infinite"] = np.isinf(frame["elapsed_ms"].to_numpy(dtype="float64"))
     frame["fiber_floor_ms"] = machines.floor_ms(src_row, dst_row, settings.fiber_km_per_ms)
     ts_min, ts_max = window.bounds(batch.day)
-    outcome.gx = session.run(
-        SUITE, checks, frame, batch.label, {"ts_min": ts_min, "ts_max": ts_max}, keep=False
-    )
+    parameters = {"ts_min": ts_min, "ts_max": ts_max, "elapsed_max": settings.max_elapsed_ms}
+    outcome.gx = session.run(SUITE, checks, frame, batch.label, parameters, keep=False)
 
     ts_us = frame["ts"].to_numpy(dtype="datetime64[us]").astype("int64")
     flagged = _flagged_rows(outcome.gx.checks, frame, ts_us, window)
@@ -654,11 +699,7 @@ def _validate_batch(
     for rule, rows in flagged.items():
         if len(rows) == 0:
             continue
-        examples = located(rows[: settings.examples])
-        if rule == "logs.faster_than_light":
-            examples = examples.assign(
-                fiber_floor_ms=frame["fiber_floor_ms"].to_numpy()[rows[: settings.examples]]
-            )
+        examples = _examples(rule, rows, frame, located, settings.examples)
         outcome.tallies[rule] = (len(rows), frame_records(examples))
         if rule == "logs.unknown_machine":
             unknown.update(src[rows][src_row[rows] < 0].tolist())
@@ -712,11 +753,52 @@ def _flagged_rows(
             flagged["logs.outside_window"].append(rows[early & ~future])
             flagged["logs.wrong_partition"].append(rows[~early & ~future])
         elif result.rule == "logs.duplicate":
+            conflict = _conflicting(frame.iloc[rows])
             repeat = frame.duplicated(list(schemas.LOG_KEY), keep="first").to_numpy()
-            flagged[result.rule].append(rows[repeat[rows]])
+            flagged["logs.duplicate_conflict"].append(rows[conflict])
+            flagged[result.rule].append(rows[~conflict & repeat[rows]])
+        elif result.rule == "logs.elapsed_too_large":
+            # ±inf is above any bound too, but it has a rule of its own.
+            finite = np.isfinite(frame["elapsed_ms"].to_numpy(dtype="float64")[rows])
+            flagged[result.rule].append(rows[finite])
         else:
             flagged[result.rule].append(rows)
     return {rule: np.unique(np.concatenate(parts)) for rule, parts in flagged.items()}
+
+
+def _examples(
+    rule: str,
+    rows: np.ndarray,
+    frame: pd.DataFrame,
+    located: Callable[[np.ndarray], pd.DataFrame],
+    limit: int,
+) -> pd.DataFrame:
+    """The first `limit` offending rows of a rule, located in their files, with what shows
+    the problem."""
+    if rule == "logs.duplicate_conflict":
+        # The copies of one probe side by side, so the examples show the conflict.
+        shown = frame.iloc[rows].sort_values(list(schemas.LOG_KEY), kind="stable")
+        return located(shown.index.to_numpy()[:limit])
+    examples = located(rows[:limit])
+    if rule == "logs.faster_than_light":
+        examples = examples.assign(fiber_floor_ms=frame["fiber_floor_ms"].to_numpy()[rows[:limit]])
+    if rule == "logs.elapsed_infinite":  # JSON has no infinity: quote it as text
+        examples = examples.assign(elapsed_ms=examples["elapsed_ms"].astype(str))
+    return examples
+
+
+def _conflicting(copies: pd.DataFrame) -> np.ndarray:
+    """For rows that share their schemas.LOG_KEY with another row: whether the copies of that
+    key differ in elapsed_ms or status (NaN equals NaN here: two lost probes agree)."""
+    key = list(schemas.LOG_KEY)
+    values = copies[key].assign(
+        elapsed_ms=copies["elapsed_ms"].to_numpy(dtype="float64") + 0.0,  # -0.0 is 0.0
+        status=copies["status"].astype(str).to_numpy(),
+    )
+    distinct = values.drop_duplicates()
+    counts = distinct.groupby(key, sort=False).size()
+    conflicted = counts.index[counts.to_numpy() > 1]
+    return pd.MultiIndex.from_frame(values[key]).isin(conflicted)
 
 
 # --------------------------------------------------------------------------------------------
@@ -724,7 +806,7 @@ def _flagged_rows(
 # --------------------------------------------------------------------------------------------
 
 
-def _row_findings(totals: _Totals, where: str) -> list[Finding]:
+def _row_findings(totals: _Totals, where: str, settings: ValidateSettings) -> list[Finding]:
     found = []
     for rule in QUARANTINE_ORDER:
         tally = totals.tallies.get(rule)
@@ -739,9 +821,31 @@ def _row_findings(totals: _Totals, where: str) -> list[Finding]:
             )
             found.append(finding("error", rule, where, message, tally.count, tally.examples))
             continue
-        message = f"{plural(tally.count, 'probe')} {where_from} {_REASONS[rule]}: quarantined"
+        reason = _REASONS[rule].format(max_elapsed_ms=settings.max_elapsed_ms)
+        message = f"{plural(tally.count, 'probe')} {where_from} {reason}: quarantined"
+        if rule == "logs.duplicate_conflict":
+            message += _conflict_example(tally.examples)
         found.append(finding("warning", rule, where, message, tally.count, tally.examples))
     return found
+
+
+def _conflict_example(examples: list[dict]) -> str:
+    """'; e.g. 0->2 at 2026-11-19T12:34:56+00:00 (64 B): ok 20 ms, ok 80 ms' from the
+    examples (copies of one key are adjacent in them)."""
+    if not examples:
+        return ""
+    key = list(schemas.LOG_KEY)
+    first = examples[0]
+    copies = [e for e in examples if all(e.get(k) == first.get(k) for k in key)]
+
+    def value(example: dict) -> str:
+        elapsed = example.get("elapsed_ms")
+        return f"{example.get('status')} " + ("no time" if elapsed is None else f"{elapsed:g} ms")
+
+    return (
+        f"; e.g. {first.get('src')}->{first.get('dst')} at {first.get('ts')} "
+        f"({first.get('msg_bytes')} B): " + ", ".join(value(e) for e in copies)
+    )
 
 
 def _window_findings(

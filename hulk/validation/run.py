@@ -54,8 +54,10 @@ def run_validation(
     """Validate data_dir's inventory, raw logs (if any) and link table (if any).
 
     Writes data_dir/validation/report.json (atomically), data_dir/quarantine.parquet (when
-    there are logs) and the Great Expectations Data Docs under data_dir/validation/docs (a
-    file-mode GX project under data_dir/validation/gx, rebuilt on every run). Error findings do
+    there are logs and no error finding: a failed run leaves the last good one) and the Great
+    Expectations Data Docs under data_dir/validation/docs (a
+    file-mode GX project under data_dir/validation/gx that keeps `docs_history_days` days of
+    results). Error findings do
     not raise (see hulk.findings.raise_on_errors); a file that cannot be read at all does
     (InputError naming the file and column). `map_days` runs the log partitions (see
     `validate_logs`: `map`, one after another, or an executor's map); the Data Docs get every
@@ -114,14 +116,16 @@ def run_validation(
 
     docs_index = session.build_docs()
     assert docs_index is not None  # a project session always has a docs folder
+    severities = Counter(f.severity for f in findings)
     quarantine_path = None
-    if quarantine is not None:
+    # A run with errors publishes no quarantine: the last good one (and the record of the logs
+    # it belongs to) stays in place, and the report names the problems.
+    if quarantine is not None and severities["error"] == 0:
         quarantine_path = data_dir / schemas.QUARANTINE_FILE
         fileio.write_parquet(quarantine_path, quarantine)
 
     suites = _suites(session, findings, logs_dir.exists(), links_path.exists())
     report_path = out_dir / REPORT_FILE
-    severities = Counter(f.severity for f in findings)
     counts.update(errors=severities["error"], warnings=severities["warning"])
     report = {
         "ok": severities["error"] == 0,

@@ -229,6 +229,7 @@ def test_read_inventory_round_trip_and_errors(tmp_path):
     path = tmp_path / "machines.csv"
     inventory = make_inventory()
     inventory.loc[3, ["lat", "lon"]] = np.nan
+    inventory.loc[3, "city"] = "Atlantis-7"  # not a known place: the coordinates stay empty
     fileio.write_csv(path, inventory)
     back = read_inventory(path)
     pd.testing.assert_frame_equal(back[list(schemas.INVENTORY)], inventory)
