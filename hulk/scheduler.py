@@ -14,9 +14,9 @@ remaining iterations) and the waiting ones. Times are seconds from now. `schedul
    machines free then and until it would finish, and takes the option that finishes first
    (ties: the earlier start). A job may use machines committed to a later start when it is done
    before that start (backfilling). Past `max_plans_per_run` new plans in a run, only options
-   already planned are weighed. Its machines
-   are then committed from its start until it finishes. A job without a length (``iterations`` unknown) starts
-   as soon as it fits. The job's finish is ``start + overhead + remaining × iteration_s``.
+   already planned are weighed. Its machines are then committed from its start until it
+   finishes. A job without a length (``iterations`` unknown) starts as soon as it fits. The
+   job's finish is ``start + overhead + remaining × iteration_s``.
 3. **Orders tried**: shortest remaining work first (work = iterations × the job's seconds per
    iteration on the whole free fleet), arrival order and, when a job has a deadline, earliest
    deadline first, each within
