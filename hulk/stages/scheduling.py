@@ -393,9 +393,11 @@ def record(store: JobStore, found: Schedule, fleet: Fleet, now: dt.datetime) -> 
                 done_iterations=have.progress(now),
                 iteration_s=None,
             )
-            if have.state != QUEUED or have.reason != reason:
+            if have.state != QUEUED:  # a new wait is an event; a changed reason is not
                 event = "queued" if have.state != RUNNING else "stopped"
                 store.put(new, event, reason if d.action in (WAIT, NEVER) else None)
+            elif have.reason != reason:
+                store.put(new, None)
 
 
 def schedule_run(
