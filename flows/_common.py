@@ -24,7 +24,7 @@ def flow_settings(params: str, data_dir: str | None) -> Settings:
     """params.yaml, with the data folder overridden when a flow run names one."""
     settings = load_settings(Path(params))
     if data_dir:
-        settings = settings.model_copy(update={"data_dir": Path(data_dir)})
+        settings = settings.with_data_dir(Path(data_dir))
     return settings
 
 
