@@ -528,10 +528,12 @@ def settings_from_dict(raw: dict, source: str = "params") -> Settings:
     if isinstance(raw.get("data_dir"), str):
         raw = {**raw, "data_dir": Path(raw["data_dir"])}
     try:
-        return Settings.model_validate(raw)
+        settings = Settings.model_validate(raw)
     except ValidationError as exc:
         problems = "\n".join(f"  {_describe(e)}" for e in exc.errors())
         raise ConfigError(f"{source}: invalid settings\n{problems}") from None
+    # A data_dir of its own: the paths left at their data/… defaults follow it.
+    return settings.with_data_dir(settings.data_dir)
 
 
 def load_settings(path: str | Path = DEFAULT_PARAMS) -> Settings:
