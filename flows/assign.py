@@ -16,6 +16,7 @@ MLflow run, unless one already exists for that run id, then the plot and the rec
 from __future__ import annotations
 
 import json
+import logging
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from prefect.cache_policies import NO_CACHE
 
 from flows._common import brief, flow_settings, retry_options
 from hulk import fileio, registry, steps
+from hulk.errors import HulkError
 from hulk.folder_lock import folder_lock
 from hulk.placements import LATEST
 from hulk.settings import Settings
@@ -96,18 +98,31 @@ def _finish(settings: Settings, placements: Path, mlflow_run: str | None) -> str
     return mlflow_run
 
 
+def _logger() -> Any:
+    """The task run's logger; outside a run (a direct call) the module's."""
+    try:
+        return get_run_logger()
+    except Exception:
+        return logging.getLogger(__name__)
+
+
 @task(name="complete-last-publication", cache_policy=NO_CACHE)
 def complete_last_publication(settings: Settings) -> str | None:
     """Finish publishing the current ``latest.json`` if a killed run left it without its MLflow
     run or plot (the record names another run). Returns that run id, or None."""
-    latest = settings.assign.placements_dir / LATEST
-    if not latest.is_file():
+    try:
+        latest = json.loads((settings.assign.placements_dir / LATEST).read_text("utf-8"))
+        run_id = latest.get("run_id")
+    except (OSError, ValueError, AttributeError):  # none yet, or not ours to complete
         return None
-    run_id = json.loads(latest.read_text(encoding="utf-8")).get("run_id")
     run_file = settings.assign.placements_dir / f"{run_id}.json"
     if not isinstance(run_id, str) or _published_run(settings) == run_id or not run_file.is_file():
         return None
-    _finish(settings, run_file, None)
+    try:
+        _finish(settings, run_file, None)
+    except HulkError as exc:  # e.g. made on a fleet that changed since: this run supersedes it
+        _logger().warning("could not complete the publication of %s: %s", run_id, exc)
+        return None
     return run_id
 
 
