@@ -92,14 +92,14 @@ class Workload:
 
 
 def workload(fleet: Fleet, settings: Settings, seed: int, days: float) -> Workload:
-    """Seeded arrivals (Poisson, 1 job per 2 h, plus two bursts of 6) and one outage a day."""
+    """Seeded arrivals (Poisson, 1 job per 2.75 h, plus two bursts of 6) and one outage a day."""
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5343484544]))
     horizon = days * 86_400
     times: list[float] = []
-    t = float(rng.exponential(2 * 3600))
+    t = float(rng.exponential(2.75 * 3600))
     while t < horizon:
         times.append(t)
-        t += float(rng.exponential(2 * 3600))
+        t += float(rng.exponential(2.75 * 3600))
     for burst in rng.uniform(0.1, 0.8, 2) * horizon:
         times += [float(burst + 60 * k) for k in range(6)]
     times.sort()
@@ -193,6 +193,8 @@ def run_hulk(
         if done == total and not pending:
             break
         t += TICK_S
+        if t % 86_400 == 0:
+            print(f"  Hulk: day {t / 86_400:.0f}, {done} of {total} jobs done", flush=True)
     with JobStore(jobs_db(data)) as store:
         states = store.jobs()
         events = store.events()

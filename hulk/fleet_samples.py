@@ -173,10 +173,13 @@ def sample_frames(
 
 
 def job_pool(upcoming: Sequence[Job], recent: Sequence[Job]) -> list[Job]:
-    """The jobs mixes are drawn from: upcoming, recently placed, presets (first name wins)."""
+    """The jobs mixes are drawn from: upcoming, recently placed, presets (first name wins).
+
+    Only a job's sizes matter to a placement: its length and times (the scheduler's) are
+    dropped, so labels stay cached when they change."""
     pool: dict[str, Job] = {}
     for job in [*upcoming, *recent, *PRESET_JOBS.values()]:
-        pool.setdefault(job.name, job)
+        pool.setdefault(job.name, job.sizes_only())
     return list(pool.values())
 
 

@@ -243,8 +243,9 @@ class JobStore:
 
     # -- writing --
 
-    def put(self, state: JobState, event: str, detail: str | None = None) -> None:
-        """Insert or replace one job's row and log `event` (inside a transaction or alone)."""
+    def put(self, state: JobState, event: str | None, detail: str | None = None) -> None:
+        """Insert or replace one job's row and log `event` unless None (inside a transaction
+        or alone)."""
         values = {
             "name": state.job.name,
             "spec": json.dumps(job_to_dict(state.job), sort_keys=True),
@@ -267,6 +268,8 @@ class JobStore:
         marks = ", ".join("?" for _ in values)
         insert = f"INSERT OR REPLACE INTO jobs ({names}) VALUES ({marks})"
         self.db.execute(insert, tuple(values.values()))
+        if event is None:
+            return
         self.db.execute(
             "INSERT INTO events (at, job, event, detail) VALUES (?, ?, ?, ?)",
             (format_time(state.updated_at), state.job.name, event, detail),

@@ -81,6 +81,13 @@ class Job:
         if problems:
             raise ValueError(f"job {self.name!r}: " + "; ".join(problems))
 
+    def sizes_only(self) -> Job:
+        """The job without its length and times: what a placement depends on."""
+        return Job(
+            self.name, self.params_b, self.layers, self.hidden, self.seq_len,
+            self.global_batch, self.micro_batch, self.priority, self.min_memory_gb,
+        )  # fmt: skip
+
     @property
     def params(self) -> int:
         """Parameter count."""

@@ -8,9 +8,11 @@ remaining iterations) and the waiting ones. Times are seconds from now. `schedul
    failed or was drained, or its plan no longer runs on the fleet (then it is *displaced*: it
    waits again, first in line, and pays a restart: `move_cost`).
 2. **List scheduling of the waiting jobs.** In turn (see below), each job weighs starting now on
-   the machines free now against starting at each of the next `start_candidates` times machines
-   free up (a running or already scheduled job finishes), planned by `plan_fn` on the machines
-   free then, and takes the option that finishes first (ties: the earlier start). Its machines
+   the machines free now, starting when the machines of its plan on the whole fleet are all free
+   (that plan, no planning needed), and starting at up to `start_candidates` times machines free
+   up in between (a running or already scheduled job finishes), planned by `plan_fn` on the
+   machines free then, and takes the option that finishes first (ties: the earlier start). Past
+   `max_plans_per_run` new plans in a run, only options already planned are weighed. Its machines
    are then reserved until it finishes. A job without a length (``iterations`` unknown) starts
    as soon as it fits. The job's finish is ``start + overhead + remaining × iteration_s``.
 3. **Orders tried**: shortest remaining work first (work = iterations × the job's seconds per
@@ -185,19 +187,38 @@ def _work_s(remaining: float | None, cost: Cost | None) -> float:
 
 
 class _Planner:
-    """`plan_fn` with a cache by (job, machine set): orders and move trials share plans."""
+    """`plan_fn` with a cache by (job, machine set): orders and move trials share plans.
 
-    def __init__(self, plan_fn: PlanFn) -> None:
+    Optional questions (every option but a job's plan on the whole fleet) stop being asked once
+    `budget` plans were made anew in this run; plans `plan_fn` remembers (its ``remembers``
+    method, when it has one) are always answered. Deterministic: the questions come in a fixed
+    order."""
+
+    def __init__(self, plan_fn: PlanFn, budget: int) -> None:
         self.plan_fn = plan_fn
+        self.budget = budget
         self.cache: dict[tuple[str, bytes], tuple[Plan | None, Cost]] = {}
-        self.calls = 0
+        self.made = 0
 
-    def __call__(self, job: Job, nodes: np.ndarray) -> tuple[Plan | None, Cost]:
-        key = (job.name, np.sort(nodes).astype(np.int64).tobytes())
+    def __call__(
+        self, job: Job, nodes: np.ndarray, optional: bool = False
+    ) -> tuple[Plan | None, Cost] | None:
+        nodes = np.sort(np.asarray(nodes, np.int64))
+        key = (job.name, nodes.tobytes())
         if key not in self.cache:
-            self.calls += 1
-            self.cache[key] = self.plan_fn(job, np.sort(nodes))
+            remembers = getattr(self.plan_fn, "remembers", None)
+            known = remembers is not None and remembers(job, nodes)
+            if optional and not known and self.made >= self.budget:
+                return None
+            self.made += not known
+            self.cache[key] = self.plan_fn(job, nodes)
         return self.cache[key]
+
+    def whole(self, job: Job, usable: np.ndarray) -> tuple[Plan | None, Cost]:
+        """The job's plan on every usable machine (always answered)."""
+        found = self(job, np.flatnonzero(usable))
+        assert found is not None
+        return found
 
 
 def schedule(
@@ -214,7 +235,7 @@ def schedule(
     `start_now` fixes the plans of some waiting jobs, which then start now (the placement
     strategy's plans for the jobs the scheduler starts together: `hulk.stages.scheduling`).
     """
-    planner = _Planner(plan_fn)
+    planner = _Planner(plan_fn, settings.max_plans_per_run)
     fixed = start_now or {}
     if fixed:
         starting = []
@@ -280,8 +301,7 @@ def _best_order(
 ) -> Schedule:
     """The best of the list schedules over the orders of the module docstring."""
     pending = [*displaced, *waiting]
-    everything = np.flatnonzero(usable)
-    whole = {w.job.name: _work_s(w.remaining, planner(w.job, everything)[1]) for w in pending}
+    whole = {w.job.name: _work_s(w.remaining, planner.whole(w.job, usable)[1]) for w in pending}
 
     def by(name: str) -> Callable[[Waiting], tuple]:
         def key(w: Waiting) -> tuple:
@@ -367,10 +387,16 @@ def _place_one(
     settings: SchedulerSettings,
     planner: _Planner,
 ) -> Decision:
-    """The earliest-finishing option of one waiting job (module docstring, step 2)."""
+    """The earliest-finishing option of one waiting job (module docstring, step 2): starting
+    now, when the machines of its plan on the whole fleet are all free (no planning needed),
+    and at the times machines free up in between."""
+    ideal_plan, ideal = planner.whole(job.job, usable)
+    ideal_at = math.inf
+    if ideal_plan is not None:
+        ideal_at = float(np.max(free_at[list(ideal_plan.nodes)]))
     times = np.unique(free_at[usable & np.isfinite(free_at)])
-    times = times[times > 0][: settings.start_candidates]
-    candidates = [0.0, *times.tolist()]
+    times = times[(times > 0) & (times < ideal_at)][: settings.start_candidates]
+    candidates = sorted({0.0, *times.tolist(), *([ideal_at] if math.isfinite(ideal_at) else [])})
     best: tuple[tuple[float, float, float], float, np.ndarray, Plan | None, Cost, float] | None
     best = None
     seen: set[bytes] = set()
@@ -381,7 +407,6 @@ def _place_one(
         if not len(avail) or avail.tobytes() in seen:
             continue
         seen.add(avail.tobytes())
-        ideal_plan, ideal = planner(job.job, np.flatnonzero(usable))
         if best is not None and job.remaining is not None:
             # The plan on every usable machine bounds a plan on some of them (the planner's
             # search is a heuristic, so this is the bound it would reach), and so does
@@ -395,7 +420,10 @@ def _place_one(
         if ideal_plan is not None and bool(np.all(free_at[list(ideal_plan.nodes)] <= start)):
             plan, cost = ideal_plan, ideal  # its best machines are all free by then
         else:
-            plan, cost = planner(job.job, avail)
+            found = planner(job.job, avail, optional=True)
+            if found is None:
+                continue  # over this run's planning budget
+            plan, cost = found
         if not cost.feasible:
             continue
         nodes = np.asarray(plan.nodes if plan is not None else avail, np.int64)
@@ -416,7 +444,7 @@ def _place_one(
     action = RESTART if job.previous is not None else START
     if best is None:
         everything = np.flatnonzero(usable)
-        _, whole = planner(job.job, everything)
+        whole = ideal
         if not whole.feasible:
             return Decision(
                 job.job, NEVER, submitted_s=job.submitted_s, reason=whole.reason or "never fits"
@@ -470,9 +498,11 @@ def _best_move(
     most, when that beats `move_gain` (module docstring, step 4); None otherwise."""
     if current.mean_completion_s is None:
         return None
+    # Only machines idle now in the current schedule are worth moving onto.
     held = np.zeros(fleet.n, bool)
-    for run in kept:
-        held[list(run.nodes)] = True
+    for decision in current.decisions:
+        if decision.start_s == 0.0 or decision.action in (KEEP, MOVE):
+            held[list(decision.nodes)] = True
     free_now = usable & ~held
     if not free_now.any():
         return None
@@ -482,7 +512,10 @@ def _best_move(
         if run.remaining is None or run.ready_s > 0 or run.action != KEEP:
             continue
         pool = np.flatnonzero(free_now | np.isin(np.arange(fleet.n), run.nodes))
-        plan, cost = planner(run.job, pool)
+        found = planner(run.job, pool, optional=True)
+        if found is None:
+            break
+        plan, cost = found
         if not cost.feasible or plan is None or cost.iteration_s >= run.cost.iteration_s:
             continue
         overhead = move_cost(run.job, fleet, run.nodes, run.plan, plan, plan.nodes, settings)

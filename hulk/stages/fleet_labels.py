@@ -185,7 +185,8 @@ def fleet_labels(
     inventory, links = load_frames(data_dir)
     snapshots = link_snapshots(data_dir, inventory, links, settings, now)
     jobs_file = settings.assign.jobs_file
-    upcoming = load_jobs(jobs_file) if jobs_file.exists() else []
+    # Sizes only: a job's length and times do not change its label.
+    upcoming = [job.sizes_only() for job in load_jobs(jobs_file)] if jobs_file.exists() else []
     recent, findings = recent_jobs(
         settings.assign.placements_dir, settings.fleet_samples.recent_placements
     )

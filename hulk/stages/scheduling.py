@@ -165,6 +165,11 @@ class PlanMemory:
         digest.update(np.asarray(nodes, np.int64).tobytes())
         return digest.hexdigest()
 
+    def remembers(self, job: Any, nodes: np.ndarray) -> bool:
+        """Whether the plan is known without planning (this run's or the store's)."""
+        key = self.key(job, nodes)
+        return key in self.new or bool(self.store.cached_plans([key]))
+
     def __call__(self, job: Any, nodes: np.ndarray) -> tuple[Plan | None, Cost]:
         from hulk.cost import Cost, Plan
         from hulk.planner import plan_job
@@ -243,17 +248,29 @@ def _strategy_group(
     return {p.job.name: (p.plan, p.estimate) for p in placed if p.plan and p.estimate}
 
 
-def _placement(decision: Decision, fleet: Fleet) -> JobPlacement:
-    from hulk.assign import placed, waiting
+def _placement(
+    decision: Decision, fleet: Fleet, baselines: dict[str, dict[str, Cost]]
+) -> JobPlacement:
+    """The placements-file entry of a decision. `baselines` remembers Systems A, B, C per job
+    size: they depend on the job's sizes and the whole fleet only, and queues repeat sizes."""
+    from hulk.assign import placed, waiting, whole_fleet_baselines
+    from hulk.jobs import job_to_dict
     from hulk.placements import INFEASIBLE
     from hulk.placements import QUEUED as QUEUED_STATUS
     from hulk.scheduler import NEVER, WAIT
 
+    sizes = {k: v for k, v in job_to_dict(decision.job).items() if k not in _NOT_SIZES}
+    key = json.dumps(sizes, sort_keys=True)
+    if key not in baselines:
+        baselines[key] = whole_fleet_baselines(decision.job, fleet)[0]
+    systems = baselines[key]
     if decision.action == NEVER:
-        return waiting(decision.job, fleet, INFEASIBLE, decision.reason)
+        return waiting(decision.job, fleet, INFEASIBLE, decision.reason, baselines=systems)
     if decision.action == WAIT or decision.plan is None or decision.cost is None:
-        return waiting(decision.job, fleet, QUEUED_STATUS, decision.reason)
-    return placed(decision.job, fleet, decision.plan, decision.cost, reason=decision.reason)
+        return waiting(decision.job, fleet, QUEUED_STATUS, decision.reason, baselines=systems)
+    return placed(
+        decision.job, fleet, decision.plan, decision.cost, reason=decision.reason, baselines=systems
+    )
 
 
 def _at(now: dt.datetime, seconds: float | None) -> str | None:
@@ -376,9 +393,11 @@ def record(store: JobStore, found: Schedule, fleet: Fleet, now: dt.datetime) -> 
                 done_iterations=have.progress(now),
                 iteration_s=None,
             )
-            if have.state != QUEUED or have.reason != reason:
+            if have.state != QUEUED:  # a new wait is an event; a changed reason is not
                 event = "queued" if have.state != RUNNING else "stopped"
                 store.put(new, event, reason if d.action in (WAIT, NEVER) else None)
+            elif have.reason != reason:
+                store.put(new, None)
 
 
 def schedule_run(
@@ -429,7 +448,8 @@ def schedule_run(
             fixed = fixed if alt.score() <= found.score() else None
             found = alt if fixed else found
         by_name = {s.job.name: s for s in states}
-        placed = [_placement(d, fleet) for d in found.decisions]
+        known: dict[str, dict[str, Cost]] = {}
+        placed = [_placement(d, fleet, known) for d in found.decisions]
         extras = {
             d.job.name: job_extra(d, fleet, started, by_name.get(d.job.name))
             for d in found.decisions

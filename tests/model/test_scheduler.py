@@ -200,3 +200,23 @@ def test_the_schedule_is_deterministic() -> None:
     assert [(d.job.name, d.action, d.nodes, d.start_s) for d in first.decisions] == [
         (d.job.name, d.action, d.nodes, d.start_s) for d in second.decisions
     ]
+
+
+def test_a_planning_budget_bounds_the_work_and_keeps_every_job_scheduled() -> None:
+    fleet = two_sites()
+    jobs = [Waiting(j, 1_000, 0.0) for j in PRESET_JOBS.values()]
+    calls: list[int] = []
+
+    def counted(job: Job, nodes: np.ndarray):
+        calls.append(len(nodes))
+        return plan_job(job, fleet, nodes, PlannerSettings())
+
+    unbounded = schedule(fleet, [], jobs, SETTINGS, counted)
+    many = len(calls)
+    calls.clear()
+    tight = schedule(fleet, [], jobs, SchedulerSettings(max_plans_per_run=0), counted)
+    # Only each job's plan on the whole fleet is made: one per distinct job (and order).
+    assert len(calls) <= len({w.job.name for w in jobs}) < many
+    for d in tight.decisions:
+        assert d.action == NEVER or (d.action in (START, WAIT) and d.start_s is not None)
+    assert tight.mean_completion_s >= unbounded.mean_completion_s - 1e-6
