@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any, TypeVar
 
 from prefect import flow, get_run_logger, task
@@ -157,3 +158,5 @@ def _nightly_steps(
             done[step.name] = run_step.with_options(name=step.name, **options)(step.name, settings)
         seconds = time.perf_counter() - started
         logger.info("%s done in %.1f s: %s", step.name, seconds, done[step.name])
+    # In the project's own checkout: dvc.lock records what this run made (`dvc status` agrees).
+    logger.info(steps.record_dvc_lock(settings, Path(params), list(done)))

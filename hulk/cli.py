@@ -12,7 +12,6 @@ import datetime as dt
 import functools
 import math
 import os
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -113,16 +112,44 @@ def _data_folder(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Path | None:
     return settings.data_dir if isinstance(settings, Settings) else None
 
 
+def log_line(text: str) -> None:
+    """A timestamped progress line on stderr (readable in cron mail and CI logs)."""
+    err.print(f"{time.strftime('%H:%M:%S')} {escape(text)}", highlight=False)
+
+
+def progress_lines(
+    label: str, every_s: float = 30.0, step_pct: int = 10
+) -> Callable[[int, int], None]:
+    """A progress(done, total) callback writing plain log lines: at the first call, every
+    `step_pct` percent or `every_s` seconds, and at the end (step, count, percent, elapsed)."""
+    started = time.perf_counter()
+    last = {"at": -math.inf, "pct": -step_pct}
+
+    def update(done: int, total: int) -> None:
+        now = time.perf_counter()
+        pct = int(100 * done / total) if total else 0
+        end = bool(total) and done >= total
+        if end or pct >= last["pct"] + step_pct or now - last["at"] >= every_s:
+            last.update(at=now, pct=pct - pct % step_pct)
+            count = f"{done}/{total} ({pct}%)" if total else str(done)
+            log_line(f"{label}: {count}, {now - started:.0f} s elapsed")
+
+    return update
+
+
 @contextmanager
 def progress_bar(label: str) -> Iterator[Callable[[int, int], None]]:
-    """A rich progress bar driven by a library's progress(done, total) callback."""
+    """A rich progress bar driven by a library's progress(done, total) callback; without a
+    terminal (cron, CI), plain log lines instead (`progress_lines`)."""
+    if not err.is_terminal:
+        yield progress_lines(label)
+        return
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         console=err,
-        transient=not sys.stderr.isatty(),
     ) as bar:
         task = bar.add_task(label, total=None)
 
@@ -266,6 +293,7 @@ def run(
     with progress_bar("generating logs") as bar:
         result = steps.run("generate", settings, progress=bar)
     report(result, "generated", total)
+    log_line(steps.record_dvc_lock(settings, _params_path(ctx), ["generate"]))
     _run_nightly(ctx, settings.data_dir, total)
 
 
@@ -336,7 +364,7 @@ def stage(
         )
     settings = _settings(ctx)
     started = time.perf_counter()
-    if name in ("generate", "validate", "corpus"):
+    if name in ("generate", "validate", "corpus", "train"):
         with progress_bar(f"{name}") as bar:
             result = steps.run(name, settings, progress=bar)
     else:
@@ -398,9 +426,13 @@ def train(
         built = steps.run(
             "corpus", settings, seed=seed, workers=workers, rebuild=rebuild_corpus, progress=bar
         )
+    log_line("prior: training on the corpus unless it is current")
     prior = steps.run("prior", settings, seed=seed, rebuild=rebuild_corpus)
+    log_line("labels: the fleet's samples, teacher-labelled unless cached")
     labels = steps.run("labels", settings)
-    result = steps.run("train", settings, seed=seed)
+    log_line(f"labels: {labels.summary.labelled} labelled, {labels.summary.cached} cached")
+    with progress_bar("fine-tuning epochs") as bar:
+        result = steps.run("train", settings, seed=seed, progress=bar)
     result.findings = labels.findings + result.findings
     figures = {
         "corpus_reused": built.summary.reused,
@@ -552,17 +584,20 @@ def evaluate(
     ] = None,
     data: Annotated[Path | None, typer.Option(help="Data folder (params: data_dir).")] = None,
     plot: Annotated[
-        Path | None, typer.Option(help="PNG to write (default: beside FILE, FILE.png).")
+        Path | None,
+        typer.Option(
+            help="PNG to write (default: none for a FILE given; latest.png beside latest.json)."
+        ),
     ] = None,
 ) -> None:
-    """Cost table and plot of a placements file: plan, estimate, baselines, lower bound."""
+    """Cost table of a placements file (plan, estimate, baselines, lower bound), and its plot
+    when asked (--plot) or for the published latest.json (latest.png, beside it)."""
     from hulk.placements import LATEST
 
     settings = _settings(ctx, data)
     started = time.perf_counter()
-    file = file or settings.assign.placements_dir / LATEST
     result = steps.run("evaluate", settings, placements_file=file, plot=plot)
-    _print_evaluation(result, file, started)
+    _print_evaluation(result, file or settings.assign.placements_dir / LATEST, started)
 
 
 def _print_evaluation(result: StepResult[EvaluateSummary], file: Path, started: float) -> None:

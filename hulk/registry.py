@@ -14,8 +14,8 @@ Two aliases name versions:
 
 - ``challenger`` — the version the latest ``log_training_run`` registered;
 - ``champion`` — the version ``hulk assign`` uses; ``promote_if_better`` moves it, and only to
-  a version whose plan-cost ratio is not worse than the current champion's on the same
-  evaluation set (``record_evaluation`` tags each version with its figures per set).
+  a version whose gate score (a plan-cost ratio) is not worse than the current champion's on
+  the same evaluation set (``record_evaluation`` tags each version with its figures per set).
 
 Where it lives (params.yaml, section ``mlflow``): by default a sqlite file and an artifact
 folder inside the data folder, ``data/mlruns.db`` and ``data/mlartifacts`` — a relative sqlite
@@ -491,7 +491,8 @@ def log_training_run(
         params: Hyper-parameters and inputs; nested dicts are logged with dotted keys.
         history: One dict of metrics per epoch (``{"epoch": 3, "loss": …, "accuracy": …}``),
             logged with step = the row's ``epoch`` (else its index in the list).
-        metrics: Final evaluation metrics (``plan_cost_ratio_makespan``…), logged at step 0;
+        metrics: Final evaluation metrics (``gate/score``, ``test/makespan_ratio``…; names
+            grouped with ``/`` as the UI groups its charts), logged at step 0;
             `promote_if_better` compares one of these. Their names must differ from the
             per-epoch ones, or "the latest value" of a metric would be ambiguous.
         state_dict: The model's weights; saved as ``model/state_dict.pt`` (CPU tensors).
@@ -590,6 +591,12 @@ def log_training_run(
     return RegisteredVersion(int(version.version), run_id)
 
 
+def describe_run(settings: Settings, run_id: str, text: str) -> None:
+    """Set a run's description (markdown; the top of its page in the MLflow UI)."""
+    with tracking(settings) as track:
+        track.client.set_tag(run_id, "mlflow.note.content", text)
+
+
 # --------------------------------------------------------------------------------------------
 # Promotion
 # --------------------------------------------------------------------------------------------
@@ -684,7 +691,7 @@ def promote_if_better(
     settings: Settings,
     version: int | RegisteredVersion,
     eval_set: str,
-    metric: str = "plan_cost_ratio_makespan",
+    metric: str = "gate/score",
     lower_is_better: bool = True,
 ) -> Decision:
     """Make `version` the champion if its `metric` is not worse than the current champion's,

@@ -11,10 +11,12 @@ remaining iterations) and the waiting ones. Times are seconds from now. `schedul
    the machines free now, starting when the machines of its plan on the whole fleet are all free
    (that plan, no planning needed), and starting at up to `start_candidates` times machines free
    up in between (a running or already scheduled job finishes), planned by `plan_fn` on the
-   machines free then, and takes the option that finishes first (ties: the earlier start). Past
-   `max_plans_per_run` new plans in a run, only options already planned are weighed. Its machines
-   are then reserved until it finishes. A job without a length (``iterations`` unknown) starts
-   as soon as it fits. The job's finish is ``start + overhead + remaining × iteration_s``.
+   machines free then and until it would finish, and takes the option that finishes first
+   (ties: the earlier start). A job may use machines committed to a later start when it is done
+   before that start (backfilling). Past `max_plans_per_run` new plans in a run, only options
+   already planned are weighed. Its machines are then committed from its start until it
+   finishes. A job without a length (``iterations`` unknown) starts as soon as it fits. The
+   job's finish is ``start + overhead + remaining × iteration_s``.
 3. **Orders tried**: shortest remaining work first (work = iterations × the job's seconds per
    iteration on the whole free fleet), arrival order and, when a job has a deadline, earliest
    deadline first, each within
@@ -327,6 +329,49 @@ def _best_order(
     return best
 
 
+class _Timeline:
+    """Each machine's commitments as intervals [start, end) with their job: running jobs from
+    now, scheduled ones from their start. A waiting job may use a machine in a gap before a
+    later commitment when it finishes before that commitment starts (backfilling)."""
+
+    def __init__(self, usable: np.ndarray) -> None:
+        self.usable = usable
+        self.spans: list[list[tuple[float, float, str]]] = [[] for _ in range(len(usable))]
+
+    def reserve(self, nodes: Sequence[int], start: float, end: float, job: str) -> None:
+        for n in nodes:
+            self.spans[n].append((start, end, job))
+
+    def free_at(self, moment: float) -> np.ndarray:
+        """Usable machines no commitment holds at `moment`."""
+        busy = [any(a <= moment < b for a, b, _ in spans) for spans in self.spans]
+        return self.usable & ~np.asarray(busy, bool)
+
+    def clashes(self, nodes: Sequence[int], start: float, end: float) -> list[int]:
+        """The machines of `nodes` committed somewhere in [start, end)."""
+        return [n for n in nodes if any(a < end and start < b for a, b, _ in self.spans[n])]
+
+    def ends(self) -> np.ndarray:
+        """The times commitments end, after now (finite only), ascending."""
+        found = {b for spans in self.spans for _, b, _ in spans if 0 < b < math.inf}
+        return np.asarray(sorted(found), float)
+
+    def earliest(self, nodes: Sequence[int], length: float) -> float:
+        """The earliest start at which `nodes` are free for `length` seconds."""
+        for start in [0.0, *sorted({b for n in nodes for _, b, _ in self.spans[n]})]:
+            if math.isfinite(start) and not self.clashes(nodes, start, start + length):
+                return start
+        return math.inf
+
+    def holders(self, nodes: Sequence[int], before: float) -> tuple[str, ...]:
+        """The jobs whose commitments on `nodes` end after now and by `before`."""
+        return tuple(sorted({job for n in nodes for _, b, job in self.spans[n] if 0 < b <= before}))
+
+    def endless(self) -> list[str]:
+        """Jobs holding machines for good (no length)."""
+        return sorted({job for spans in self.spans for _, b, job in spans if b == math.inf})
+
+
 def _list_schedule(
     fleet: Fleet,
     usable: np.ndarray,
@@ -336,8 +381,7 @@ def _list_schedule(
     planner: _Planner,
     deadlines: dict[str, float],
 ) -> Schedule:
-    free_at = np.where(usable, 0.0, math.inf)
-    owner = np.full(fleet.n, "", dtype=object)
+    timeline = _Timeline(usable)
     decisions: list[Decision] = []
     for run in kept:
         finish = (
@@ -356,16 +400,14 @@ def _list_schedule(
             deadline_s=deadlines.get(run.job.name),
         )
         ends = math.inf if decision.finish_s is None else decision.finish_s
-        free_at[list(decision.nodes)] = ends
-        owner[list(decision.nodes)] = run.job.name
+        timeline.reserve(decision.nodes, 0.0, ends, run.job.name)
         decisions.append(decision)
     for job in order:
-        decision = _place_one(fleet, usable, free_at, owner, job, settings, planner)
+        decision = _place_one(fleet, usable, timeline, job, settings, planner)
         decision = replace(decision, deadline_s=deadlines.get(job.job.name))
         if decision.nodes and decision.start_s is not None:
             ends = math.inf if decision.finish_s is None else decision.finish_s
-            free_at[list(decision.nodes)] = ends
-            owner[list(decision.nodes)] = job.job.name
+            timeline.reserve(decision.nodes, decision.start_s, ends, job.job.name)
         decisions.append(decision)
     finished = [d for d in decisions if d.finish_s is not None]
     completions = [d.finish_s - d.submitted_s for d in finished if d.finish_s is not None]
@@ -381,21 +423,34 @@ def _list_schedule(
 def _place_one(
     fleet: Fleet,
     usable: np.ndarray,
-    free_at: np.ndarray,
-    owner: np.ndarray,
+    timeline: _Timeline,
     job: Waiting,
     settings: SchedulerSettings,
     planner: _Planner,
 ) -> Decision:
     """The earliest-finishing option of one waiting job (module docstring, step 2): starting
-    now, when the machines of its plan on the whole fleet are all free (no planning needed),
-    and at the times machines free up in between."""
+    now, when the machines of its plan on the whole fleet are free for as long as it needs (no
+    planning needed), and at the times machines free up in between, in the gaps other jobs'
+    commitments leave."""
+
+    def length(plan: Plan | None, cost: Cost, nodes: Sequence[int]) -> tuple[float, float]:
+        """(overhead, seconds from start to finish) of the job on a plan."""
+        overhead = 0.0
+        if job.previous is not None:
+            prev = job.previous
+            overhead = move_cost(job.job, fleet, prev.nodes, prev.plan, plan, nodes, settings)
+        if job.remaining is None:
+            return overhead, math.inf
+        return overhead, overhead + job.remaining * cost.iteration_s
+
     ideal_plan, ideal = planner.whole(job.job, usable)
     ideal_at = math.inf
-    if ideal_plan is not None:
-        ideal_at = float(np.max(free_at[list(ideal_plan.nodes)]))
-    times = np.unique(free_at[usable & np.isfinite(free_at)])
-    times = times[(times > 0) & (times < ideal_at)][: settings.start_candidates]
+    if ideal_plan is not None and ideal.feasible:
+        ideal_at = timeline.earliest(
+            list(ideal_plan.nodes), length(ideal_plan, ideal, list(ideal_plan.nodes))[1]
+        )
+    times = timeline.ends()
+    times = times[times < ideal_at][: settings.start_candidates]
     candidates = sorted({0.0, *times.tolist(), *([ideal_at] if math.isfinite(ideal_at) else [])})
     best: tuple[tuple[float, float, float], float, np.ndarray, Plan | None, Cost, float] | None
     best = None
@@ -403,7 +458,7 @@ def _place_one(
     for start in candidates:
         if best is not None and start >= best[0][0]:
             break  # starting later cannot finish earlier
-        avail = np.flatnonzero(usable & (free_at <= start))
+        avail = np.flatnonzero(timeline.free_at(start))
         if not len(avail) or avail.tobytes() in seen:
             continue
         seen.add(avail.tobytes())
@@ -416,53 +471,32 @@ def _place_one(
             )
             if floor >= best[0][0]:
                 continue
-        plan: Plan | None
-        if ideal_plan is not None and bool(np.all(free_at[list(ideal_plan.nodes)] <= start)):
-            plan, cost = ideal_plan, ideal  # its best machines are all free by then
-        else:
-            found = planner(job.job, avail, optional=True)
-            if found is None:
-                continue  # over this run's planning budget
-            plan, cost = found
-        if not cost.feasible:
+        option = _option_at(job, start, avail, timeline, planner, ideal_plan, ideal, length)
+        if option is None:
             continue
-        nodes = np.asarray(plan.nodes if plan is not None else avail, np.int64)
-        overhead = 0.0
-        if job.previous is not None:
-            prev = job.previous
-            overhead = move_cost(
-                job.job, fleet, prev.nodes, prev.plan, plan, nodes.tolist(), settings
-            )
-        finish = (
-            math.inf
-            if job.remaining is None
-            else start + overhead + job.remaining * cost.iteration_s
-        )
+        plan, cost, nodes, overhead, finish = option
         key = (finish, start, cost.iteration_s)
         if best is None or key < best[0]:
             best = (key, start, nodes, plan, cost, overhead)
     action = RESTART if job.previous is not None else START
     if best is None:
-        everything = np.flatnonzero(usable)
-        whole = ideal
-        if not whole.feasible:
+        if not ideal.feasible:
             return Decision(
-                job.job, NEVER, submitted_s=job.submitted_s, reason=whole.reason or "never fits"
+                job.job, NEVER, submitted_s=job.submitted_s, reason=ideal.reason or "never fits"
             )
-        holders = sorted({str(owner[n]) for n in everything if not np.isfinite(free_at[n])})
+        holders = timeline.endless()
         return Decision(
             job.job,
             WAIT,
             submitted_s=job.submitted_s,
-            waits_for=tuple(h for h in holders if h),
-            reason="waits for machines held by jobs without a length: "
-            + ", ".join(h for h in holders if h),
+            waits_for=tuple(holders),
+            reason="waits for machines held by jobs without a length: " + ", ".join(holders),
         )
     (finish, _, _), start, nodes, plan, cost, overhead = best
     waits_for: tuple[str, ...] = ()
     reason = None
     if start > 0:
-        waits_for = tuple(sorted({str(owner[n]) for n in nodes if free_at[n] > 0} - {""}))
+        waits_for = timeline.holders(nodes.tolist(), start)
         action = WAIT
         reason = (
             f"waits for the machines of {', '.join(waits_for)}: it finishes sooner on them than "
@@ -481,6 +515,43 @@ def _place_one(
         waits_for=waits_for,
         reason=reason,
     )
+
+
+def _option_at(
+    job: Waiting,
+    start: float,
+    avail: np.ndarray,
+    timeline: _Timeline,
+    planner: _Planner,
+    ideal_plan: Plan | None,
+    ideal: Cost,
+    length: Callable[[Plan | None, Cost, Sequence[int]], tuple[float, float]],
+) -> tuple[Plan | None, Cost, np.ndarray, float, float] | None:
+    """The job's plan starting at `start` on machines free then and until it finishes: (plan,
+    cost, machines, overhead, finish), or None (nothing fits, or over the planning budget)."""
+    if ideal_plan is not None and ideal.feasible:
+        nodes = list(ideal_plan.nodes)
+        overhead, seconds = length(ideal_plan, ideal, nodes)
+        if not timeline.clashes(nodes, start, start + seconds):
+            return ideal_plan, ideal, np.asarray(nodes, np.int64), overhead, start + seconds
+    pool = avail
+    for _ in range(2):  # a plan that runs into a later commitment is planned again without it
+        found = planner(job.job, pool, optional=True)
+        if found is None or not found[1].feasible:
+            return None
+        plan, cost = found
+        nodes = list(plan.nodes) if plan is not None else pool.tolist()
+        overhead, seconds = length(plan, cost, nodes)
+        clash = timeline.clashes(nodes, start, start + seconds)
+        if not clash:
+            return plan, cost, np.asarray(nodes, np.int64), overhead, start + seconds
+        pool = np.asarray(
+            [n for n in pool.tolist() if not timeline.clashes([n], start, start + seconds)],
+            np.int64,
+        )
+        if not len(pool):
+            return None
+    return None
 
 
 def _best_move(

@@ -132,6 +132,8 @@ class ValidateSettings(Section):
     compute_capability: Range = Range(low=3.0, high=12.0)
     # Offending rows (or machines, pairs, days) quoted in one finding.
     examples: PositiveInt = 5
+    # Days of validation results the Data Docs keep (the newest days with a run).
+    docs_history_days: PositiveInt = 30
 
 
 class BandwidthTier(Section):

@@ -15,14 +15,18 @@ caller runs a step through `run`:
 
 `run` calls the stage function and writes the step's metrics and plot data (small,
 deterministic JSON / CSV under ``DATA/metrics``), so the CLI, DVC and Prefect report the same
-figures. Paths follow the settings (``data_dir``, ``corpus.path``, ``assign.*``).
+figures: every figure of a step in ``DATA/metrics/details/NAME.json``, and for the steps with
+headline figures (a few a user compares night to night) those alone in ``DATA/metrics/NAME.json``,
+DVC's metrics file (``dvc metrics show`` stays one narrow table). Paths follow the settings
+(``data_dir``, ``corpus.path``, ``assign.*``).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,7 +55,9 @@ from hulk.stages.evaluate import EvaluateSummary
 from hulk.stages.validate import ValidateSummary
 
 METRICS_DIR = "metrics"
+DETAILS_DIR = "details"  # under METRICS_DIR: every figure of each step
 ITERATION_TIMES = "iteration_times.csv"  # evaluate's plot data: job, system, iteration_s
+PLOT_TEMPLATE_LOG_BARS = "bar_horizontal_log"  # .dvc/plots/<name>.json
 
 Metrics = Callable[[Settings, StepResult[Any]], dict[str, Any]]
 
@@ -69,7 +75,8 @@ class Step:
     outs: Callable[[Settings], list[str]]
     params: tuple[str, ...]  # params.yaml keys read (a section name: the whole section)
     on_data_folder: bool = True
-    metrics: Metrics | None = None  # DATA/metrics/NAME.json from the step's result
+    metrics: Metrics | None = None  # DATA/metrics/details/NAME.json from the step's result
+    headline: tuple[str, ...] = ()  # of those, DATA/metrics/NAME.json: DVC's metrics file
     persist: tuple[str, ...] = ()  # outs DVC must not delete before re-running (published)
     persist_cache: bool = False  # persisted outs also kept in DVC's cache (a label cache)
     plots: Callable[[Settings], list[str]] = lambda s: []  # plot data (CSV)
@@ -88,7 +95,13 @@ def _data(settings: Settings, *parts: str) -> str:
 
 
 def metrics_path(settings: Settings, name: str) -> Path:
+    """The step's headline figures (DVC's metrics file of the stage)."""
     return Path(settings.data_dir) / METRICS_DIR / f"{name}.json"
+
+
+def details_path(settings: Settings, name: str) -> Path:
+    """Every figure of the step."""
+    return Path(settings.data_dir) / METRICS_DIR / DETAILS_DIR / f"{name}.json"
 
 
 def _latest(settings: Settings) -> str:
@@ -170,7 +183,13 @@ def _evaluate_metrics(settings: Settings, result: StepResult[EvaluateSummary]) -
                 }
             )
     fileio.write_csv(Path(settings.data_dir) / METRICS_DIR / ITERATION_TIMES, pd.DataFrame(rows))
-    return {"makespan_s": result.summary.makespan_s, "jobs": per_job}
+    speedups = [job["speedup"] for job in per_job.values() if job["speedup"] is not None]
+    return {
+        "makespan_s": result.summary.makespan_s,
+        # The placed job that gains least over the best of A/B/C (1: no better than it).
+        "min_speedup": min(speedups) if speedups else None,
+        "jobs": per_job,
+    }
 
 
 STEPS: tuple[Step, ...] = (
@@ -187,6 +206,7 @@ STEPS: tuple[Step, ...] = (
         name="validate",
         stage=stage_validate.run,
         metrics=_validate_metrics,
+        headline=("quarantined_rows", "warnings"),
         doc="Great Expectations over inventory and logs; quarantine; Data Docs",
         deps=lambda s: [_data(s, schemas.INVENTORY_FILE), _data(s, schemas.LOGS_DIR)],
         outs=lambda s: [
@@ -271,6 +291,7 @@ STEPS: tuple[Step, ...] = (
         name="train",
         stage=stage_train.finetune,
         metrics=_all_but("run_id", "decision", "eval_set"),
+        headline=(stage_train.GATE_METRIC, "test/node_accuracy"),
         doc="fine-tune on the fleet's samples, score with the champion on one set, register, gate",
         deps=lambda s: [
             s.corpus.path.as_posix(),
@@ -301,7 +322,7 @@ STEPS: tuple[Step, ...] = (
         deps=lambda s: [
             *_fleet(s),
             s.assign.jobs_file.as_posix(),
-            metrics_path(s, "train").as_posix(),
+            details_path(s, "train").as_posix(),
         ],
         outs=lambda s: [_latest(s)],
         persist=(LATEST,),
@@ -311,6 +332,7 @@ STEPS: tuple[Step, ...] = (
         name="evaluate",
         stage=stage_evaluate.run,
         metrics=_evaluate_metrics,
+        headline=("makespan_s", "min_speedup"),
         doc="cost table and plot of the published placements against Systems A, B, C",
         deps=lambda s: [_latest(s), *_fleet(s)],
         outs=lambda s: [(s.assign.placements_dir / LATEST).with_suffix(".png").as_posix()],
@@ -364,9 +386,14 @@ def run(name: str, settings: Settings, **options: Any) -> StepResult[Any]:
     else:
         result = step.stage(settings, **options)
     if step.metrics is not None:
-        path = metrics_path(settings, name)
-        _write_json(path, step.metrics(settings, result))
+        figures = step.metrics(settings, result)
+        path = details_path(settings, name)
+        _write_json(path, figures)
         result.outputs[f"{name}_metrics"] = path
+        if step.headline:
+            path = metrics_path(settings, name)
+            _write_json(path, {key: figures.get(key) for key in step.headline})
+            result.outputs[f"{name}_headline"] = path
     return result
 
 
@@ -397,8 +424,10 @@ def dvc_stages(settings: Settings) -> dict[str, Any]:
                 outs.append(out)
         # Plot data are small outs kept out of the cache; the top-level `plots` draw them.
         outs += [{p: {"cache": False}} for p in step.plots(settings)]
-        stage["outs"] = outs
         if step.metrics is not None:
+            outs.append({details_path(settings, step.name).as_posix(): {"cache": False}})
+        stage["outs"] = outs
+        if step.headline:
             stage["metrics"] = [{metrics_path(settings, step.name).as_posix(): {"cache": False}}]
         stages[step.name] = stage
     curve = _data(settings, TRAINING_DIR, LEARNING_CURVE_CSV)
@@ -421,10 +450,14 @@ def dvc_stages(settings: Settings) -> dict[str, Any]:
                 }
             },
             {
+                # Systems A-C run up to 10^6 s where plans take seconds: a log axis
+                # (.dvc/plots/bar_horizontal_log.json, DVC's bar_horizontal with a log x scale).
                 "seconds per iteration: plan vs Systems A, B, C": {
-                    "template": "bar_horizontal",
+                    "template": PLOT_TEMPLATE_LOG_BARS,
                     "x": "iteration_s",
                     "y": {times: "bar"},
+                    "x_label": "seconds per iteration (log scale)",
+                    "y_label": "job, system",
                 }
             },
         ],
@@ -441,6 +474,46 @@ def write_dvc_yaml(settings: Settings, path: Path = Path("dvc.yaml")) -> Path:
     """Write ``dvc.yaml`` atomically (from `dvc_yaml`)."""
     fileio.write_text(path, dvc_yaml(settings))
     return path
+
+
+# --- dvc.lock after a run outside DVC ----------------------------------------------------------
+
+
+def record_dvc_lock(settings: Settings, params_file: Path, names: Sequence[str]) -> str:
+    """Record the steps `names`, just run outside DVC (``hulk run``, the nightly flow), in
+    ``dvc.lock`` as ``dvc repro`` would have: ``dvc commit --force`` of those stages (their
+    deps', params' and outs' hashes now; outs cached as DVC caches them). Afterwards
+    ``dvc status`` has nothing to report for them and ``dvc repro`` re-runs none of them.
+
+    Only when the run is the DVC project's own: `params_file` is ``params.yaml`` beside
+    ``dvc.yaml`` and ``.dvc/`` in the current folder, and ``dvc.yaml`` is the one these
+    settings generate (same data folder and paths). Returns a line for the log saying what
+    was recorded, or why nothing was.
+    """
+    root = Path.cwd()
+    params_file = Path(params_file)
+    if not ((root / ".dvc").is_dir() and (root / "dvc.yaml").is_file()):
+        return "dvc.lock: no DVC project in the current folder, nothing recorded"
+    if params_file.resolve() != (root / "params.yaml").resolve():
+        return f"dvc.lock: the run read {params_file}, not the project's params.yaml: not recorded"
+    if (root / "dvc.yaml").read_text(encoding="utf-8") != dvc_yaml(settings):
+        return "dvc.lock: dvc.yaml does not describe this run's data folder: not recorded"
+    from dvc.exceptions import DvcException
+    from dvc.repo import Repo
+
+    stages = [name for name in BY_NAME if name in names]  # in pipeline order
+    dvc_logger = logging.getLogger("dvc")
+    level = dvc_logger.level
+    dvc_logger.setLevel(logging.WARNING)  # not a line per stage: the returned line says it
+    try:
+        with Repo(str(root)) as repo:
+            for name in stages:
+                repo.commit(name, force=True)
+    except DvcException as exc:  # bookkeeping: never fails a run that has published
+        return f"dvc.lock: not recorded ({type(exc).__name__}: {exc})"
+    finally:
+        dvc_logger.setLevel(level)
+    return f"dvc.lock: recorded {', '.join(stages)}"
 
 
 # --- reporting a published placements file --------------------------------------------------------

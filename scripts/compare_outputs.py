@@ -22,9 +22,10 @@ the steps that read it, so the placements' run ids and the validation's time rul
 
 Some outputs legitimately differ between two runs of the same code, and `compare` says where:
 wall-clock figures (the teacher's seconds in corpus.json and labels/labels.json, training and
-inference seconds and the speed-ups made of them in metrics/train.json, the ``seconds`` column
-of training/learning_curve.csv), the sha256 of a ``torch.save`` file (the archive's folder is
-named after the temporary file it was written through: the members are compared instead),
+inference seconds and the speed-ups made of them in metrics/details/train.json, the
+``seconds`` column of training/learning_curve.csv), the sha256 of a ``torch.save`` file (the
+archive's folder is named after the temporary file it was written through: the members are
+compared instead),
 MLflow's database (random run ids, timestamps; its artifacts are paired across run ids), and
 what Great Expectations generates (random ids, Data Docs pages stamped with the time).
 """

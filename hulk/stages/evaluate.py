@@ -29,15 +29,20 @@ def run(
     placements_file: Path | None = None,
     plot: Path | None = None,
 ) -> StepResult[EvaluateSummary]:
-    """Cost table of `placements_file` (default: the published ``latest.json``) on the fleet
-    of `data_dir`, and a PNG plot, by default beside the placements file (``<name>.png``)."""
+    """Cost table of `placements_file` on the fleet of `data_dir`, and a PNG plot at `plot`.
+
+    Without `placements_file` it is the published ``latest.json`` and the plot goes beside it
+    (``latest.png``, the step's output); a file named by the caller gets a plot only when
+    `plot` is given, so reading a file never writes next to it."""
     from hulk.assign import changed_fleet_frames, earlier_failures
     from hulk.cost import Fleet
     from hulk.evaluate import evaluate as evaluate_file
     from hulk.evaluate import plot_costs, rows
     from hulk.placements import LATEST, read_placements
 
-    placements_file = placements_file or settings.assign.placements_dir / LATEST
+    if placements_file is None:
+        placements_file = settings.assign.placements_dir / LATEST
+        plot = plot or placements_file.with_suffix(".png")
     fleet, inventory, links = load_fleet(data_dir, settings)
     checked = read_placements(placements_file, fleet)
     failed = earlier_failures(checked.doc, fleet)
@@ -65,10 +70,10 @@ def run(
                 f"{links_sha[:12]}…: figures are recomputed on the data folder's fleet",
             )
         )
-    plot = plot or placements_file.with_suffix(".png")
-    plot_costs(evaluation, plot, title=f"{placements_file.name}: seconds per iteration")
+    if plot is not None:
+        plot_costs(evaluation, plot, title=f"{placements_file.name}: seconds per iteration")
     return StepResult(
-        outputs={"plot": plot},
+        outputs={} if plot is None else {"plot": plot},
         findings=findings,
         summary=EvaluateSummary(
             run_id=checked.doc.get("run_id"),

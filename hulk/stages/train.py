@@ -10,9 +10,9 @@
    label keys of the fleet part, the corpus file's sha256 for the synthetic part) is recorded
    on the run and, with each model's figures, on both versions. The challenger and the
    reference (the champion, re-evaluated tonight; on the first night the prior) are scored on
-   it: ``gate_score`` is the mean of the two parts' plan-cost ratios (GNN makespan / teacher
+   it: ``gate/score`` is the mean of the two parts' plan-cost ratios (GNN makespan / teacher
    makespan, lower is better), so the fleet's own samples weigh as much as the synthetic ones.
-4. **Register** the challenger in MLflow and **promote** it if its ``gate_score`` is not worse
+4. **Register** the challenger in MLflow and **promote** it if its ``gate/score`` is not worse
    than the champion's on the same set (`hulk.registry.promote_if_better`).
 """
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -66,8 +67,50 @@ class TrainSummary(Summary):
 if TYPE_CHECKING:
     from hulk.registry import TrainingData
 
-GATE_METRIC = "gate_score"
+GATE_METRIC = "gate/score"
 PARTS = ("fleet", "synthetic")  # the evaluation set's parts
+# The evaluation's names (`hulk.gnn_eval`) as logged: shorter, grouped under `test/`.
+_SHORT = {"plan_cost_ratio_makespan": "makespan_ratio", "plan_cost_ratio_sum": "sum_ratio"}
+# Fleet-size bands (`hulk.gnn_eval.SIZE_BANDS`) named so that they sort in size order.
+_BANDS = {"le50": "001-050", "51to100": "051-100", "101to200": "101-200", "gt200": "201-more"}
+# The per-epoch figures (`hulk.train`) as logged.
+EPOCH_NAMES = {
+    "train_loss": "train/loss",
+    "val_loss": "train/val_loss",
+    "train_accuracy": "train/accuracy",
+    "val_accuracy": "train/val_accuracy",
+    "seconds": "train/epoch_seconds",
+}
+
+
+def part_ratio(part: str) -> str:
+    """The name of an evaluation part's plan-cost ratio (GNN makespan / teacher makespan)."""
+    return f"test/{part}/makespan_ratio"
+
+
+def run_metric_name(key: str) -> str:
+    """The training run's name of an evaluation figure (`hulk.gnn_eval`).
+
+    Names are grouped with ``/`` as the MLflow UI groups its charts (one section per prefix,
+    sections in alphabetical order): ``test/makespan_ratio`` (the whole evaluation set),
+    ``test/fleet/...`` and ``test/synthetic/...`` (its parts), ``test/by_size/001-050/speedup``
+    (by fleet size). The gate's score is ``gate/score``, the first section.
+    """
+    head, _, last = key.rpartition("/")
+    if head:  # "<part>/<figure>"
+        return f"test/{head}/{_SHORT.get(last, last)}"
+    for band, label in _BANDS.items():
+        if key.endswith(f"_{band}"):
+            figure = key.removesuffix(f"_{band}")
+            return f"test/by_size/{label}/{_SHORT.get(figure, figure)}"
+    return f"test/{_SHORT.get(key, key)}"
+
+
+def run_metrics(evaluation: dict[str, float]) -> dict[str, float]:
+    """A model's evaluation figures under their run names, with its ``gate/score``."""
+    named = {run_metric_name(key): value for key, value in evaluation.items()}
+    named[GATE_METRIC] = gate_score(named)
+    return named
 
 
 def _cases(labelled: list, role: str) -> list:
@@ -101,22 +144,28 @@ def eval_set_hash(fleet_keys: list[str], corpus_sha256: str) -> str:
 
 
 def gate_score(metrics: dict[str, float]) -> float:
-    """The mean of the parts' plan-cost ratios (a part without a finite one is left out)."""
-    parts = [metrics.get(f"{part}/plan_cost_ratio_makespan", math.nan) for part in PARTS]
+    """The mean of the parts' plan-cost ratios (a part without a finite one is left out);
+    `metrics` by their run names (`run_metric_name`)."""
+    parts = [metrics.get(part_ratio(part), math.nan) for part in PARTS]
     finite = [value for value in parts if math.isfinite(value)]
     return float(np.mean(finite)) if finite else math.nan
 
 
 def finetune(
-    data_dir: Path, settings: Settings, seed: int | None = None
+    data_dir: Path,
+    settings: Settings,
+    seed: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> StepResult[TrainSummary]:
-    """Fine-tune, evaluate, register, promote (module docstring)."""
+    """Fine-tune, evaluate, register, promote (module docstring). `progress(epoch, epochs)`
+    is called after each epoch."""
     from hulk.corpus import load_corpus
     from hulk.fleet_labels import training_sample
     from hulk.gnn_eval import corpus_cases, evaluate_parts
     from hulk.model import model_from_state
     from hulk.registry import (
         champion_exists,
+        describe_run,
         load_model_files,
         log_training_run,
         promote_if_better,
@@ -163,6 +212,8 @@ def finetune(
 
     def on_epoch(epoch: int, metrics: dict[str, float]) -> None:
         history.append({"epoch": epoch, **metrics})
+        if progress is not None:
+            progress(epoch, train_settings.epochs)
 
     result = train_model(
         [*fleet_train, *replay],
@@ -180,19 +231,20 @@ def finetune(
     # Evaluated (and timed against the teacher) with the training's thread count: the
     # teacher labels ran single-threaded, and two threads stall on a busy machine.
     with deterministic_torch(seed, settings.train.threads):
-        metrics = evaluate_parts(result.model, parts, settings)
-        reference_metrics = evaluate_parts(model_from_state(*reference), parts, settings)
-    metrics[GATE_METRIC] = gate_score(metrics)
-    reference_metrics[GATE_METRIC] = gate_score(reference_metrics)
+        metrics = run_metrics(evaluate_parts(result.model, parts, settings))
+        reference_model = model_from_state(*reference)
+        reference_metrics = run_metrics(evaluate_parts(reference_model, parts, settings))
     metrics.update(
-        train_seconds=result.seconds,
-        best_epoch=float(result.best_epoch),
-        best_val_accuracy=result.best.val_accuracy,
+        {
+            "train/seconds": result.seconds,
+            "train/best_epoch": float(result.best_epoch),
+            "train/best_val_accuracy": result.best.val_accuracy,
+        }
     )
-    gate_keys = (GATE_METRIC, *(f"{part}/plan_cost_ratio_makespan" for part in PARTS))
-    for key in gate_keys:
+    gate_keys = (GATE_METRIC, *(part_ratio(part) for part in PARTS))
+    for key in gate_keys:  # tonight's reference beside the challenger: gate/score_champion…
         if key in reference_metrics:
-            metrics[f"{reference_name}/{key}"] = reference_metrics[key]
+            metrics[f"{key}_{reference_name}"] = reference_metrics[key]
 
     plots_dir = data_dir / TRAINING_DIR
     plots_dir.mkdir(parents=True, exist_ok=True)
@@ -219,7 +271,9 @@ def finetune(
             "replayed_corpus_samples": len(replay),
             "eval_set": eval_set,
         },
-        history=history,
+        history=[
+            {EPOCH_NAMES.get(key, key): value for key, value in row.items()} for row in history
+        ],
         metrics=metrics,
         state_dict=result.model.state_dict(),
         config=result.config.to_dict(),
@@ -236,6 +290,7 @@ def finetune(
     if reference_name == "champion":
         record_evaluation(settings, info.version, eval_set, figures(reference_metrics))
     decision = promote_if_better(settings, registered, eval_set, metric=GATE_METRIC)
+    describe_run(settings, registered.run_id, run_description(metrics, reference_name, decision))
     return StepResult(
         outputs={
             "prior": prior_path(settings),
@@ -254,6 +309,32 @@ def finetune(
             metrics={k: round(v, 4) for k, v in metrics.items()},
         ),
     )
+
+
+def run_description(metrics: dict[str, float], reference: str, decision: Any) -> str:
+    """The training run's description (markdown, the top of its page in the MLflow UI): the
+    gate's figures first, then the evaluation's headline."""
+
+    def value(key: str) -> str:
+        figure = metrics.get(key, math.nan)
+        return f"{figure:.4g}" if math.isfinite(figure) else "n/a"
+
+    verdict = "promoted to champion" if decision.promoted else "not promoted"
+    lines = [
+        f"**{GATE_METRIC} {value(GATE_METRIC)}** against the {reference}'s "
+        f"{value(f'{GATE_METRIC}_{reference}')} on tonight's evaluation set (lower is better): "
+        f"{verdict} ({decision.reason}).",
+        "",
+        "| figure | this model | " + reference + " |",
+        "|---|---:|---:|",
+    ]
+    for part in PARTS:
+        key = part_ratio(part)
+        lines.append(f"| {key} | {value(key)} | {value(f'{key}_{reference}')} |")
+    for key in ("test/node_accuracy", "test/fallback_rate", "test/speedup"):
+        lines.append(f"| {key} | {value(key)} | |")
+    lines += ["", "Makespan ratio: GNN makespan / teacher makespan. All figures: Model metrics."]
+    return "\n".join(lines)
 
 
 def current_fleet_plots(

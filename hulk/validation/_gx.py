@@ -10,8 +10,18 @@ suite on one batch (an in-memory frame) at a time:
   their own);
 - `GxSession.project(root, docs_dir)` is a file-mode context under ``root/gx``: suites,
   validation definitions and every batch's result are persisted, and `build_docs` renders the
-  HTML Data Docs into ``docs_dir``. The folder is rebuilt on each run, so the docs show exactly
-  the latest run.
+  HTML Data Docs into ``docs_dir``. Results of earlier runs are kept for `history` days (the
+  newest days with results; older ones are dropped, and their pages with them), so the docs
+  show how the data's quality went night after night; a run renders only its own pages and
+  the index.
+
+Warnings tell the truth in the Data Docs: a warning rule (rows that are quarantined while the
+run goes on) is an expectation with ``mostly`` = `WARNING_MOSTLY`, so a batch whose few bad rows
+were quarantined passes and shows their count, and fails only when more than 1 % of its rows
+break the rule; the rule's severity and what Hulk does with its rows are in the expectation's
+notes (on the suite's page). Hulk itself still acts on every offending row
+(`CheckResult.success` is false as soon as one row breaks a rule). Each result names its data
+asset and batch (``logs day=2026-11-20``).
 
 A batch may also be validated elsewhere (another process or machine: the per-day log fan-out):
 `GxSession.run` returns a picklable `BatchResult` holding the GX result as its JSON dict, and
@@ -52,6 +62,14 @@ if TYPE_CHECKING:
 DATASOURCE = "hulk"
 DOCS_SITE = "hulk"
 BATCH_DEFINITION = "whole"
+WARNING_MOSTLY = 0.99  # a warning rule fails its batch in the Data Docs above 1 % bad rows
+DOCS_HISTORY_DAYS = 30  # days of validation results kept (params validate.docs_history_days)
+_NOTES = {
+    "error": "**Error** rule: a failure stops the pipeline before anything downstream is written.",
+    "warning": "**Warning** rule: the offending rows are quarantined "
+    "(quarantine.parquet) and the run goes on; the batch fails here only when more than "
+    f"{1 - WARNING_MOSTLY:.0%} of its rows break the rule.",
+}
 
 
 def import_gx() -> Any:
@@ -76,8 +94,11 @@ def make_check(rule: str, severity: Severity, expectation: Expectation) -> Check
     from great_expectations.expectations.metadata_types import FailureSeverity
 
     expectation.meta = {**(expectation.meta or {}), "rule": rule}
+    expectation.notes = f"Hulk rule `{rule}`. {_NOTES[severity]}"  # on the suite's page
     critical = severity == "error"
     expectation.severity = FailureSeverity.CRITICAL if critical else FailureSeverity.WARNING
+    if not critical and "mostly" in type(expectation).__fields__:
+        expectation.mostly = WARNING_MOSTLY  # type: ignore[attr-defined]
     return Check(rule, severity, expectation)
 
 
@@ -141,6 +162,7 @@ class GxSession:
         self.docs_dir = docs_dir
         self.suites: dict[str, SuiteRecord] = {}
         self._definitions: dict[str, Any] = {}
+        self._stored: list[Any] = []  # this run's validation result keys (for the docs)
         # add_or_update: a reopened project (see `project(fresh=False)`) already has it.
         self._datasource = context.data_sources.add_or_update_pandas(DATASOURCE)
 
@@ -172,11 +194,14 @@ class GxSession:
         examples: int = 5,
         *,
         fresh: bool = True,
+        history_days: int = DOCS_HISTORY_DAYS,
     ) -> GxSession:
         """A file-mode project under root/gx whose Data Docs site is docs_dir.
 
-        `fresh` wipes what an earlier run left; `fresh=False` reopens the project to add a
-        suite's results to it (ingest adds the link table's to the logs' of `validate`).
+        `fresh` starts a validation run: the results of the newest `history_days` days with
+        results (before `run_time`'s) are kept, older ones dropped. `fresh=False` reopens the
+        project to add a suite's results to this run's (ingest adds the link table's to the
+        logs' of `validate`).
         """
         gx = import_gx()
         root, docs_dir = Path(root), Path(docs_dir)
@@ -184,11 +209,15 @@ class GxSession:
             context = gx.get_context(mode="file", project_root_dir=str(root))
             _quiet(context)
             return cls(context, run_time, examples, docs_dir=docs_dir)
-        shutil.rmtree(root / "gx", ignore_errors=True)
-        shutil.rmtree(docs_dir, ignore_errors=True)
         root.mkdir(parents=True, exist_ok=True)
-        context = gx.get_context(mode="file", project_root_dir=str(root))
+        try:
+            context = gx.get_context(mode="file", project_root_dir=str(root))
+        except Exception:  # an unreadable project (another GX version): start afresh
+            shutil.rmtree(root / "gx", ignore_errors=True)
+            shutil.rmtree(docs_dir, ignore_errors=True)
+            context = gx.get_context(mode="file", project_root_dir=str(root))
         _quiet(context)
+        _prune_results(context, run_time, history_days)
         for site in list(context.list_data_docs_sites()):
             context.delete_data_docs_site(site)
         context.add_data_docs_site(
@@ -249,8 +278,13 @@ class GxSession:
                 run_id=RunIdentifier(run_name=batch, run_time=self.run_time),
             )
         ((key, outcome),) = result.run_results.items()
-        if not keep:
-            self.context.validation_results_store.remove_key(key)
+        store = self.context.validation_results_store
+        if keep:
+            _name_asset(outcome, suite, batch)
+            store.set(key, outcome)
+            self._stored.append(key)
+        else:
+            store.remove_key(key)
         self._count(suite, batch, bool(outcome.success))
         results = []
         for item in outcome.results:
@@ -264,10 +298,10 @@ class GxSession:
                 )
             result = item.result or {}
             index = np.asarray(result.get("unexpected_index_list") or [], dtype="int64")
-            count = int(result.get("unexpected_count") or 0)
-            results.append(
-                CheckResult(rule, rules[rule], bool(item.success), max(count, len(index)), index)
-            )
+            count = max(int(result.get("unexpected_count") or 0), len(index))
+            # Hulk acts on every offending row, whatever share of them GX tolerates (`mostly`).
+            success = bool(item.success) and count == 0
+            results.append(CheckResult(rule, rules[rule], success, count, index))
         return BatchResult(
             suite=suite,
             batch=batch,
@@ -306,7 +340,9 @@ class GxSession:
             run_id=value.meta["run_id"],
             batch_identifier=result.batch_id,
         )
+        _name_asset(value, result.suite, result.batch)
         store.store_validation_results(value, key, key.expectation_suite_identifier)
+        self._stored.append(key)
         self._count(result.suite, result.batch, result.success)
 
     def _count(self, suite: str, batch: str, success: bool) -> None:
@@ -322,7 +358,7 @@ class GxSession:
             expectation_suite = self.context.suites.add_or_update(
                 gx.ExpectationSuite(name=suite, expectations=[c.expectation for c in made])
             )
-            asset_name = suite.removeprefix(f"{DATASOURCE}.")
+            asset_name = _asset(suite)
             if asset_name in {a.name for a in self._datasource.assets}:
                 self._datasource.delete_asset(asset_name)
             asset = self._datasource.add_dataframe_asset(asset_name)
@@ -353,13 +389,50 @@ class GxSession:
     # --- docs -------------------------------------------------------------------------------
 
     def build_docs(self) -> Path | None:
-        """Render the HTML Data Docs of this run; the index page, or None in memory."""
+        """Render the HTML Data Docs: this run's pages and suites, and the index over every
+        kept run (pages of dropped results go with them). The index page, or None in memory."""
+        from great_expectations.data_context.types.resource_identifiers import (
+            ExpectationSuiteIdentifier,
+        )
+
         if self.docs_dir is None:
             return None
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            self.context.build_data_docs(site_names=[DOCS_SITE])
+        suites = [ExpectationSuiteIdentifier(name=name) for name in self._definitions]
+        changed = [*suites, *self._stored]
+        if changed:  # (GX reads no identifiers as "every page": nothing ran, nothing to render)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                self.context.build_data_docs(site_names=[DOCS_SITE], resource_identifiers=changed)
         return self.docs_dir / "index.html"
+
+
+def _name_asset(result: Any, suite: str, batch: str) -> None:
+    """Name the result's data asset and batch (the Data Docs' "Data asset"), e.g.
+    ``logs day=2026-11-20``: a dataframe batch records none itself."""
+    spec = result.meta.get("batch_spec")
+    if not isinstance(spec, dict):
+        spec = {}
+    result.meta["batch_spec"] = {**spec, "data_asset_name": f"{_asset(suite)} {batch}"}
+
+
+def _asset(suite: str) -> str:
+    return suite.removeprefix(f"{DATASOURCE}.")
+
+
+def _prune_results(context: Any, run_time: dt.datetime, days: int) -> None:
+    """Keep the results of the newest `days` days with results before `run_time`'s day (that
+    run makes the newest), drop the others."""
+    store = context.validation_results_store
+    keys = store.list_keys()
+
+    def day(key: Any) -> dt.date:
+        return key.run_id.run_time.date()
+
+    earlier = sorted({day(k) for k in keys if day(k) < run_time.date()}, reverse=True)
+    kept = set(earlier[: max(days - 1, 0)]) | {run_time.date()}
+    for key in keys:
+        if day(key) not in kept:
+            store.remove_key(key)
 
 
 def _expectation_ids(checkpoint: Any) -> list[str]:

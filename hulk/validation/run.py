@@ -56,7 +56,8 @@ def run_validation(
     Writes data_dir/validation/report.json (atomically), data_dir/quarantine.parquet (when
     there are logs and no error finding: a failed run leaves the last good one) and the Great
     Expectations Data Docs under data_dir/validation/docs (a
-    file-mode GX project under data_dir/validation/gx, rebuilt on every run). Error findings do
+    file-mode GX project under data_dir/validation/gx that keeps `docs_history_days` days of
+    results). Error findings do
     not raise (see hulk.findings.raise_on_errors); a file that cannot be read at all does
     (InputError naming the file and column). `map_days` runs the log partitions (see
     `validate_logs`: `map`, one after another, or an executor's map); the Data Docs get every
@@ -70,7 +71,13 @@ def run_validation(
 
     inventory = read_inventory(inventory_path)
     now = utc_timestamp(now).to_pydatetime()
-    session = GxSession.project(out_dir, out_dir / DOCS_DIR, now, settings.examples)
+    session = GxSession.project(
+        out_dir,
+        out_dir / DOCS_DIR,
+        now,
+        settings.examples,
+        history_days=settings.docs_history_days,
+    )
     findings = validate_inventory(inventory, str(inventory_path), settings, session=session)
 
     quarantine = None

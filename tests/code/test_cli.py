@@ -64,6 +64,18 @@ def test_version_and_help_text_as_written() -> None:
     assert "latency_ms [gbit/s]" in result.output and "Memory[, gpus]" in result.output
 
 
+def test_progress_without_a_terminal_is_log_lines(capsys: pytest.CaptureFixture[str]) -> None:
+    from hulk.cli import progress_bar
+
+    with progress_bar("labelling") as progress:  # pytest's stderr is not a terminal
+        for done in range(41):
+            progress(done, 40)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].endswith("labelling: 0/40 (0%), 0 s elapsed")
+    assert lines[-1].endswith("labelling: 40/40 (100%), 0 s elapsed")
+    assert len(lines) == 11  # every 10 %
+
+
 def test_stages_chain_every_step(tmp_path: Path, params: Path) -> None:
     # `hulk run` is generate + the nightly Prefect flow (tests/flows); the DVC stages run the
     # same steps one by one, without training (the teacher places the jobs).
@@ -80,7 +92,7 @@ def test_stages_chain_every_step(tmp_path: Path, params: Path) -> None:
     assert snapshot["nodes"] == 47 and snapshot["links"] == len(
         pd.read_parquet(data / "links.parquet")
     )
-    assert json.loads((data / "metrics" / "validate.json").read_text())["errors"] == 0
+    assert json.loads((data / "metrics" / "details" / "validate.json").read_text())["errors"] == 0
     latest = json.loads((data / "placements" / "latest.json").read_text())
     assert latest["schema"] == "hulk.placements/v1" and latest["strategy"] == "teacher"
     # The default jobs have lengths: each starts now or waits for a group it finishes sooner

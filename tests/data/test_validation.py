@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -552,7 +553,8 @@ def test_run_validation_writes_report_quarantine_and_docs(tmp_path):
         ["inventory", "logs", "links"], True
     )
     assert saved["suites"]["logs"]["batches"] == 3
-    assert saved["suites"]["logs"]["failed_batches"] == [f"day={MID.isoformat()}"]
+    # Two quarantined rows of ~300 are warnings: the day passes, in the report as in Data Docs.
+    assert saved["suites"]["logs"]["failed_batches"] == []
     assert len(saved["findings"]) == 2
     quarantine = pd.read_parquet(tmp_path / schemas.QUARANTINE_FILE)
     assert sorted(quarantine["rule"]) == ["logs.duplicate", "logs.self_loop"]
@@ -561,6 +563,48 @@ def test_run_validation_writes_report_quarantine_and_docs(tmp_path):
         p.name for p in (tmp_path / "validation" / "gx").rglob("expectations/**/*.json")
     )
     assert suites == ["inventory.json", "links.json", "logs.json"]  # suites are persisted
+
+
+def _docs_runs(index: Path) -> set[str]:
+    """The run times of the validation results the index page lists."""
+    html = index.read_text(encoding="utf-8")
+    links = re.findall(r"validations/hulk/[^\"]+?\.html", html)
+    return {link.split("/")[-2] for link in links}
+
+
+def test_data_docs_show_warnings_as_passed_name_assets_and_keep_nights(tmp_path):
+    inventory = make_inventory()
+    fileio.write_csv(tmp_path / schemas.INVENTORY_FILE, inventory)
+    days = make_days(inventory)
+    # MID: one self-loop (a warning, quarantined); LATE: a third of its rows duplicated.
+    days[MID] = append(days[MID], row(MID, src=1, dst=1))
+    late = DAYS[-1]
+    days[late] = pd.concat([days[late], days[late].iloc[:100]], ignore_index=True)
+    write_logs(tmp_path, days)
+    settings = ValidateSettings(docs_history_days=2)
+
+    first = run_validation(tmp_path, settings, NOW, WINDOW_DAYS)
+    saved = json.loads(first.report_path.read_text(encoding="utf-8"))
+    assert first.ok  # warnings never stop the run
+    assert saved["suites"]["logs"]["failed_batches"] == [f"day={late.isoformat()}"]
+    quarantine = pd.read_parquet(tmp_path / schemas.QUARANTINE_FILE)
+    assert (quarantine["rule"] == "logs.self_loop").sum() == 1  # every bad row still caught
+    mid_page = next((tmp_path / "validation" / "docs").rglob(f"day={MID.isoformat()}/**/*.html"))
+    text = mid_page.read_text(encoding="utf-8")
+    assert "Succeeded" in text and "fa-times text-danger" not in text
+    assert f"logs day={MID.isoformat()}" in text  # the data asset, named
+    suite_page = tmp_path / "validation" / "docs" / "expectations" / "hulk" / "logs.html"
+    assert "quarantined" in suite_page.read_text(encoding="utf-8")  # what a warning does
+    (night1,) = _docs_runs(first.docs_index)
+
+    # Two more nights: the second keeps the first, the third drops it (history of 2 days).
+    later = [NOW + dt.timedelta(days=1), NOW + dt.timedelta(days=2)]
+    run_validation(tmp_path, settings, later[0], WINDOW_DAYS)
+    assert len(_docs_runs(first.docs_index)) == 2 and night1 in _docs_runs(first.docs_index)
+    run_validation(tmp_path, settings, later[1], WINDOW_DAYS)
+    assert len(_docs_runs(first.docs_index)) == 2 and night1 not in _docs_runs(first.docs_index)
+    pages = (tmp_path / "validation" / "docs" / "validations").rglob("*.html")
+    assert not [page for page in pages if night1 in page.parts]  # its pages are gone too
 
 
 def test_run_validation_reports_errors_without_raising(tmp_path):

@@ -29,7 +29,9 @@ def dvc(*args: str, cwd: Path) -> str:
     return done.stdout
 
 
-def test_dvc_repro_then_nothing_to_do(tmp_path: Path) -> None:
+def project(tmp_path: Path) -> Path:
+    """A copy of the project (code, dvc.yaml, DVC plot templates, the jobs file) in a new git
+    repository with DVC initialised, and the full params.yaml with tiny numbers."""
     repo = tmp_path / "repo"
     repo.mkdir()
     shutil.copytree(REPO / "hulk", repo / "hulk", ignore=shutil.ignore_patterns("__pycache__"))
@@ -41,10 +43,17 @@ def test_dvc_repro_then_nothing_to_do(tmp_path: Path) -> None:
     params = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
     for section, values in TINY.items():
         params[section].update(values)
+    params["flows"].update(dask_workers=2, dask_processes=False, retry_delay_s=0.1)
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
     dvc("init", "-q", cwd=repo)
     dvc("config", "core.analytics", "false", cwd=repo)
+    shutil.copytree(REPO / ".dvc" / "plots", repo / ".dvc" / "plots")
+    return repo
+
+
+def test_dvc_repro_then_nothing_to_do(tmp_path: Path) -> None:
+    repo = project(tmp_path)
 
     first = dvc("repro", cwd=repo)
     stages = ("generate", "validate", "ingest", "graph", "corpus", "prior", "labels", "train")
@@ -58,4 +67,36 @@ def test_dvc_repro_then_nothing_to_do(tmp_path: Path) -> None:
     assert "up to date" in second.lower()
     assert "up to date" in dvc("status", cwd=repo).lower()
     metrics = dvc("metrics", "show", cwd=repo)
-    assert "makespan_s" in metrics and "node_accuracy" in metrics
+    assert "makespan_s" in metrics and "gate/score" in metrics
+    # The headline figures only: one narrow table.
+    assert max(len(line) for line in metrics.splitlines()) < 140, metrics
+    dvc("plots", "show", "-o", str(tmp_path / "plots"), cwd=repo)
+    html = (tmp_path / "plots" / "index.html").read_text(encoding="utf-8")
+    assert '"type": "log"' in html or '"type":"log"' in html
+
+
+def test_hulk_run_leaves_dvc_up_to_date(
+    tmp_path: Path, prefect_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`hulk run` (make main) outside DVC records dvc.lock as DVC would: `dvc status` then has
+    nothing to do and `dvc repro` re-runs nothing of what the run made."""
+    from typer.testing import CliRunner
+
+    from hulk.cli import app
+
+    repo = project(tmp_path)
+    monkeypatch.chdir(repo)
+    result = CliRunner().invoke(app, ["--params", "params.yaml", "run"])
+    assert result.exit_code == 0, result.output
+    assert "dvc.lock: recorded generate" in result.output
+    assert (repo / "dvc.lock").exists()
+
+    status = dvc("status", cwd=repo)
+    assert "up to date" in status.lower(), status
+    again = dvc("repro", cwd=repo)
+    assert "Running stage" not in again, again
+    # A change DVC tracks re-runs the stages that depend on it, and only those.
+    jobs = repo / "data" / "jobs" / "upcoming.yaml"
+    jobs.write_text(jobs.read_text(encoding="utf-8") + "\n", encoding="utf-8")
+    status = dvc("status", cwd=repo)
+    assert "labels" in status and "assign" in status and "graph" not in status, status

@@ -78,13 +78,24 @@ def test_nightly_runs_every_step_and_publishes(first_run: dict) -> None:
     digests = {i.dataset.name: i.dataset.digest for i in inputs}
     assert set(digests) == {"corpus", "fleet-samples"}
     assert digests["corpus"] == manifest["sha256"][:32]
-    # Metrics of every step for DVC, with the published makespan.
-    metrics = data / "metrics"
+    # Every figure of every step, and DVC's few headline figures, with the published makespan.
+    details = data / "metrics" / "details"
     for name in STEPS:
-        assert (metrics / f"{name}.json").exists(), name
-    assign_metrics = json.loads((metrics / "assign.json").read_text())
+        assert (details / f"{name}.json").exists(), name
+    assign_metrics = json.loads((details / "assign.json").read_text())
     assert assign_metrics["makespan_s"] == pytest.approx(latest["makespan_s"])
-    assert json.loads((metrics / "validate.json").read_text())["errors"] == 0
+    assert json.loads((details / "validate.json").read_text())["errors"] == 0
+    headline = json.loads((data / "metrics" / "evaluate.json").read_text())
+    assert set(headline) == {"makespan_s", "min_speedup"}
+    assert headline["makespan_s"] == pytest.approx(latest["makespan_s"])
+    # The training run's metrics are grouped for the UI, the gate's score first.
+    with registry.tracking(settings) as track:
+        run = track.client.get_run(done["train"]["run_id"])
+    names = set(run.data.metrics)
+    assert {"gate/score", "gate/score_prior", "test/fleet/makespan_ratio"} <= names
+    assert {"train/loss", "train/val_accuracy", "test/node_accuracy"} <= names
+    assert all("/" in name for name in names), sorted(n for n in names if "/" not in n)
+    assert run.data.tags["mlflow.note.content"].startswith("**gate/score")
     assert (data / "validation" / "docs" / "index.html").exists()
     # The Prefect table artifact and the MLflow copy of the published file.
     table = _artifact(done["assign"]["artifacts"]["table"])

@@ -44,13 +44,13 @@ def _train(
         settings,
         params={"lr": 0.003, "epochs": 3, "model": {"hidden": 4, "conv": "gcn"}},
         history=[
-            {"epoch": epoch, "loss": 1.0 / epoch, "accuracy": 0.5 + 0.1 * epoch}
+            {"epoch": epoch, "train/loss": 1.0 / epoch, "train/accuracy": 0.5 + 0.1 * epoch}
             for epoch in (1, 2, 3)
         ],
         metrics={
-            "test_node_accuracy": 0.8,
-            "plan_cost_ratio_iteration": ratio + 0.01,
-            "plan_cost_ratio_makespan": ratio,
+            "test/node_accuracy": 0.8,
+            "test/makespan_ratio": ratio + 0.01,
+            "gate/score": ratio,
             "inference_s": 0.01,
             "teacher_s": 2.0,
         },
@@ -60,7 +60,7 @@ def _train(
         tags={"git_commit": "abc123", "seed": seed},
         run_name=f"seed-{seed}",
     )
-    scores = {"plan_cost_ratio_makespan": ratio, "test_node_accuracy": 0.8}
+    scores = {"gate/score": ratio, "test/node_accuracy": 0.8}
     registry.record_evaluation(settings, version.version, eval_set, scores)
     return version
 
@@ -160,7 +160,7 @@ def test_worse_version_is_refused_and_the_champion_stays(history: History) -> No
     assert worse.previous_champion == 1 and worse.champion == 1
     tags = _version_tags(history.settings, 2)
     assert tags["hulk.promotion.decision"] == "refused"
-    assert tags["hulk.promotion.metric"] == "plan_cost_ratio_makespan"
+    assert tags["hulk.promotion.metric"] == "gate/score"
     assert float(tags["hulk.promotion.candidate_value"]) == pytest.approx(1.25)
     assert float(tags["hulk.promotion.champion_value"]) == pytest.approx(1.10)
     assert tags["hulk.promotion.previous_champion"] == "1"
@@ -186,7 +186,7 @@ def test_load_by_alias_gives_the_identical_tensors(history: History) -> None:
     assert all(torch.equal(state_dict[key], expected[key]) for key in expected)
     assert config == {"in_features": 4, "out_features": 3, "seed": 3}
     assert (info.version, info.alias, info.run_id) == (3, "champion", history.versions[2].run_id)
-    assert info.metrics["plan_cost_ratio_makespan"] == pytest.approx(1.05)
+    assert info.metrics["gate/score"] == pytest.approx(1.05)
     challenger, _, info = registry.load_model_files(history.settings, alias="challenger")
     assert info.version == 3 and torch.equal(challenger["weight"], expected["weight"])
 
@@ -209,16 +209,24 @@ def test_models_alias_uri_downloads_the_version_files(history: History, tmp_path
 def test_metrics_are_stored_per_epoch_with_steps(history: History) -> None:
     run_id = history.versions[0].run_id
     with registry.tracking(history.settings) as track:
-        loss = track.client.get_metric_history(run_id, "loss")
+        loss = track.client.get_metric_history(run_id, "train/loss")
         run = track.client.get_run(run_id)
     assert sorted((m.step, m.value) for m in loss) == [
         (1, 1.0),
         (2, 0.5),
         (3, pytest.approx(1 / 3)),
     ]
-    assert run.data.metrics["test_node_accuracy"] == pytest.approx(0.8)
+    assert run.data.metrics["test/node_accuracy"] == pytest.approx(0.8)
     assert run.data.params["model.hidden"] == "4" and run.data.params["lr"] == "0.003"
     assert run.data.tags["seed"] == "1" and run.info.status == "FINISHED"
+
+
+def test_run_description_is_the_runs_note(history: History) -> None:
+    run_id = history.versions[0].run_id
+    registry.describe_run(history.settings, run_id, "**gate/score 1.05**")
+    with registry.tracking(history.settings) as track:
+        run = track.client.get_run(run_id)
+    assert run.data.tags["mlflow.note.content"] == "**gate/score 1.05**"  # the UI's description
 
 
 def test_artifacts_are_present(history: History) -> None:
@@ -276,10 +284,10 @@ def test_higher_is_better_direction(history: History) -> None:
     first = _train(settings, seed=6, ratio=1.0, plots=Path(__file__))
     second = _train(settings, seed=7, ratio=2.0, plots=Path(__file__))
     registry.promote_if_better(
-        settings, first, EVAL_SET, "test_node_accuracy", lower_is_better=False
+        settings, first, EVAL_SET, "test/node_accuracy", lower_is_better=False
     )
     tie = registry.promote_if_better(
-        settings, second, EVAL_SET, "test_node_accuracy", lower_is_better=False
+        settings, second, EVAL_SET, "test/node_accuracy", lower_is_better=False
     )
     assert tie.promoted and tie.previous_champion == first.version
     assert "(higher is better)" in tie.reason
@@ -331,7 +339,7 @@ def test_the_gate_never_compares_figures_of_different_evaluation_sets(history: H
     assert "was not scored on evaluation set bbbbbbbbbbbb" in refused.reason
     assert refused.champion_value is None
     # The champion re-evaluated on tonight's set: now the two figures are comparable.
-    registry.record_evaluation(settings, champion.version, other, {"plan_cost_ratio_makespan": 1.3})
+    registry.record_evaluation(settings, champion.version, other, {"gate/score": 1.3})
     promoted = registry.promote_if_better(settings, challenger, other)
     assert promoted.promoted and promoted.champion_value == 1.3
     assert _version_tags(settings, challenger.version)["hulk.promotion.eval_set"] == other
@@ -367,7 +375,7 @@ def test_epochs_keep_their_times_so_the_run_shows_how_long_training_took(tmp_pat
             {"epoch": epoch, "loss": 1.0 / epoch, "seconds": took}
             for epoch, took in zip((1, 2, 3), seconds, strict=True)
         ],
-        metrics={"test_node_accuracy": 0.8},
+        metrics={"test/node_accuracy": 0.8},
         state_dict=_linear(0).state_dict(),
         config={"seed": 0},
     )
@@ -469,3 +477,24 @@ def test_the_training_data_is_logged_as_the_runs_dataset_input(tmp_path: Path) -
     assert logged.dataset.name == "corpus" and logged.dataset.digest == "ab" * 16
     assert str(tmp_path / "corpus.pt") in logged.dataset.source
     assert {(tag.key, tag.value) for tag in logged.tags} == {("mlflow.data.context", "training")}
+
+
+def test_training_metric_names_are_valid_grouped_and_gate_first() -> None:
+    """Every name the train step logs passes MLflow's name rule, and the UI's sections (the
+    names' prefixes, in alphabetical order) start with the gate."""
+    import re
+
+    from hulk.gnn_eval import BAND_METRICS, PART_METRICS, SIZE_BANDS
+    from hulk.stages.train import EPOCH_NAMES, GATE_METRIC, run_metric_name
+
+    keys = ["samples", "node_accuracy", "plan_cost_ratio_makespan", "plan_cost_ratio_sum"]
+    keys += [f"{key}_{band}" for band, _ in SIZE_BANDS for key in ("samples", *BAND_METRICS)]
+    keys += [f"{part}/{key}" for part in ("fleet", "synthetic") for key in PART_METRICS]
+    names = [run_metric_name(key) for key in keys] + list(EPOCH_NAMES.values()) + [GATE_METRIC]
+    assert len(set(names)) == len(names)
+    for name in names:
+        assert re.fullmatch(r"[\w\-. :/]+", name, re.ASCII), name  # MLflow's allowed characters
+    sections = sorted({name.rpartition("/")[0] for name in names})
+    assert sections[0] == "gate" and sections[-1] == "train"
+    bands = [s for s in sections if s.startswith("test/by_size/")]
+    assert bands == [f"test/by_size/{b}" for b in ("001-050", "051-100", "101-200", "201-more")]

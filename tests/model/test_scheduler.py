@@ -220,3 +220,18 @@ def test_a_planning_budget_bounds_the_work_and_keeps_every_job_scheduled() -> No
     for d in tight.decisions:
         assert d.action == NEVER or (d.action in (START, WAIT) and d.start_s is not None)
     assert tight.mean_completion_s >= unbounded.mean_completion_s - 1e-6
+
+
+def test_a_short_job_fills_the_gap_before_a_reservation() -> None:
+    links = {(i, j): (1e-3, 1.25e9) for i in range(8) for j in range(i + 1, 8)}
+    fleet = fleet_of([1e14] * 8, [320.0] * 8, links)
+    busy = running_on(fleet, GPT2, [0, 1], remaining=500)
+    big = Job("big", 100.0, 96, 12288, 2048, 1024, 1, priority=1)  # its best plan: all eight
+    short = Waiting(BERT, 50, 0.0)
+    found = schedule(fleet, [busy], [Waiting(big, 2_000, 0.0), short], SETTINGS, planner(fleet))
+    waits, fills = named(found, "big"), named(found, BERT.name)
+    assert waits.action == WAIT and waits.start_s == pytest.approx(named(found, GPT2.name).finish_s)
+    # The short job runs now on machines reserved for the big one and is done before it starts.
+    assert fills.action == START and fills.start_s == 0.0
+    assert set(fills.nodes) & set(waits.nodes)
+    assert fills.finish_s <= waits.start_s
