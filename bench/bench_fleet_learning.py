@@ -190,7 +190,7 @@ def _gnn_makespan(model, jobs, settings: Settings, inventory, links, fleet, site
 
 
 def _evaluate(settings: Settings, mixes: list[list], seed: int) -> dict:
-    from hulk.assign import assign as assign_jobs
+    from hulk.assign import place_jobs as assign_jobs
     from hulk.cost import Fleet
     from hulk.model import model_from_state
     from hulk.planner import site_labels

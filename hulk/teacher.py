@@ -52,7 +52,9 @@ take guide weights (a model's probabilities of each machine serving each job): a
 moves on the slowest job then draw their machine by those weights and move it alone, move its
 whole site (jobs left unable to hold theirs take idle machines and the slowest job's old ones
 instead, so two large jobs can swap sites in one move), or take several machines its owner
-can spare. Without weights the teacher's own search is unchanged, draw for draw.
+can spare. With `grown_start` a second search, with half of the budget, starts from the
+``need`` start grown where the weights put each job's compute, and the better result wins.
+Without these the teacher's own search is unchanged, draw for draw.
 
 **Stopping and determinism.** Every assignment whose jobs are (re)planned counts as one
 evaluation, the starting points included. The search stops after `max_evaluations` evaluations
@@ -340,6 +342,7 @@ def _grow(
     j: int,
     target_flops: float,
     reserve: float,
+    preference: np.ndarray | None = None,
 ) -> bool:
     """Give job j free machines: the free site of most compute, then the nearest machines
     site by site (fastest first), until it holds its memory and `target_flops`, keeping
@@ -357,9 +360,10 @@ def _grow(
             site = search.sites[rest[int(np.argmin(distance))]]
         else:
             power: dict[int, float] = {}
+            weight = compute if preference is None else preference
             for node in rest.tolist():
                 key = int(search.sites[node])
-                power[key] = power.get(key, 0.0) + float(compute[node])
+                power[key] = power.get(key, 0.0) + float(weight[node])
             site = max(power, key=lambda k: (power[k], -k))
         candidates = rest[search.sites[rest] == site]
         for node in candidates[np.argsort(-compute[candidates], kind="stable")].tolist():
@@ -408,7 +412,9 @@ def _start_greedy_plan(
     return labels
 
 
-def _start_grown(search: _Search, admitted: Sequence[int], share: bool) -> np.ndarray | None:
+def _start_grown(
+    search: _Search, admitted: Sequence[int], share: bool, guided: bool = False
+) -> np.ndarray | None:
     labels = np.full(search.fleet.n, IDLE, np.int64)
     order = _by_work(search, admitted)
     total_flops = float(search.compute[search.active].sum())
@@ -416,7 +422,10 @@ def _start_grown(search: _Search, admitted: Sequence[int], share: bool) -> np.nd
     for position, j in enumerate(order):
         target = total_flops * search.work[j] / total_work if share else 0.0
         reserve = sum(search.jobs[k].min_memory_bytes for k in order[position + 1 :])
-        if not _grow(search, labels, j, target, reserve):
+        preference = None
+        if guided and search.guide is not None:
+            preference = search.guide[:, j] * search.compute
+        if not _grow(search, labels, j, target, reserve, preference):
             return None
     return labels
 
@@ -684,6 +693,7 @@ def refine(
     max_evaluations: int,
     guide: np.ndarray | None = None,
     guide_share: float = 0.0,
+    grown_start: bool = False,
 ) -> Refined:
     """The local search (module docstring) from a given assignment instead of the starts.
 
@@ -693,7 +703,10 @@ def refine(
     weights of each machine serving each job, e.g. a model's probabilities), a share
     `guide_share` of the moves on the slowest job draw their machine by those weights instead
     of among the nearest ones: a search that starts from a model's answer looks where the
-    model looks. Deterministic for the same inputs and seed.
+    model looks. With `grown_start`, a second search starts from a grown assignment
+    (`_grown_start`: the teacher's ``need`` start, each job's region seeded where the guide
+    puts its compute); each search gets half of the budget left and the better result wins
+    (the given start's on a tie). Deterministic for the same inputs and seed.
     """
     started = time.perf_counter()
     budget = settings.model_copy(update={"max_evaluations": max(int(max_evaluations), 1)})
@@ -702,14 +715,53 @@ def refine(
     admitted = sorted({int(j) for j in labels[search.active] if j != IDLE})
     state = search.evaluate(np.asarray(labels, np.int64).copy(), admitted, force=True)
     state = search.release_unused(state, admitted)
-    if state.key(admitted)[0] == 0 and max_evaluations > 1:
-        state = _local_search(search, state, admitted)
+    starts = [state]
+    if grown_start and max_evaluations > 1:
+        grown = _grown_start(search, admitted)
+        if grown is not None:
+            starts.append(grown)
+    starts = [start for start in starts if start.key(admitted)[0] == 0]
+    if starts and max_evaluations > 1:
+        # Each start gets an equal share of what is left of the budget; the first best wins.
+        left = budget.max_evaluations - search.evaluations
+        ends = [search.evaluations + left * (k + 1) // len(starts) for k in range(len(starts))]
+        found = []
+        for start, end in zip(starts, ends, strict=True):
+            search.settings = budget.model_copy(update={"max_evaluations": end})
+            found.append(_local_search(search, start, admitted))
+        search.settings = budget
+        state = found[0]
+        for other in found[1:]:
+            if _less(other.key(admitted), state.key(admitted)):
+                state = other
     plans = {
         j: (plan, state.costs[j])
         for j in admitted
         if (plan := state.plans.get(j)) is not None and state.costs[j].feasible
     }
     return Refined(plans, search.evaluations, time.perf_counter() - started)
+
+
+def _grown_start(search: _Search, admitted: Sequence[int]) -> _State | None:
+    """The ``need`` start (module docstring) for `refine`, evaluated; None when it does not
+    give every job a group that holds it or the budget is spent.
+
+    Each job, most work first, grows a region from the free site where its guide weight times
+    the machines' compute is largest (without a guide: the site of most compute), adding the
+    nearest machines until it holds its memory while leaving the memory the jobs still to come
+    need; then the idle sites are offered to the slowest job. Greedy plans give the first large
+    job the best sites and starve the next; this start gives each job a compact, memory-tight
+    region instead, which is where the teacher's plans for several large jobs come from and
+    which single moves do not reach from the greedy plans."""
+    built = _start_grown(search, admitted, share=False, guided=search.guide is not None)
+    if built is None:
+        return None
+    try:
+        grown = search.evaluate(built, admitted)
+    except _Stop:
+        return None
+    grown = search.release_unused(_fill_leftovers(search, grown, admitted), admitted)
+    return grown if grown.key(admitted)[0] == 0 else None
 
 
 def _best_start(search: _Search, admitted: list[int]) -> tuple[_State | None, str]:
