@@ -24,7 +24,7 @@ def flow_settings(params: str, data_dir: str | None) -> Settings:
     """params.yaml, with the data folder overridden when a flow run names one."""
     settings = load_settings(Path(params))
     if data_dir:
-        settings = settings.model_copy(update={"data_dir": Path(data_dir)})
+        settings = settings.with_data_dir(Path(data_dir))
     return settings
 
 
@@ -91,6 +91,8 @@ def prefect_api() -> Iterator[str]:
     server = SubprocessASGIServer()
     server.start()
     os.environ["PREFECT_API_URL"] = server.api_url
+    if server.server_process is not None:
+        _stop_with_this_process(server.server_process.pid)
     try:
         with temporary_settings({PREFECT_API_URL: server.api_url}):
             yield server.api_url
@@ -101,3 +103,50 @@ def prefect_api() -> Iterator[str]:
         os.environ.pop("PREFECT_API_URL", None)
         with temporary_settings({PREFECT_LOGGING_TO_API_ENABLED: False}):
             server.stop()  # it logs that it stops: to the console only
+
+
+# The watchdog of a temporary server: a process of its own that outlives this one, waits (pidfd,
+# no polling) until this process or the server ends, and then stops the server (SIGTERM, SIGKILL
+# after 5 s). `kill -9` of a run leaves no server behind; a normal stop ends the watchdog too.
+_WATCHDOG = """
+import os, select, signal, sys, time
+parent, server = (int(arg) for arg in sys.argv[1:3])
+try:
+    fds = {os.pidfd_open(server): "server", os.pidfd_open(parent): "parent"}
+except ProcessLookupError:  # the server is gone already, or its parent is: stop it anyway
+    fds = {}
+if fds:
+    ready, _, _ = select.select(list(fds), [], [])
+    if any(fds[fd] == "server" for fd in ready):
+        sys.exit(0)
+    server_fd = next(fd for fd, name in fds.items() if name == "server")
+    signal.pidfd_send_signal(server_fd, signal.SIGTERM)
+    if not select.select([server_fd], [], [], 5)[0]:
+        signal.pidfd_send_signal(server_fd, signal.SIGKILL)
+else:
+    try:
+        os.kill(server, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+"""
+
+
+_WATCHDOGS: list[Any] = []  # kept, so that Python reaps them instead of warning
+
+
+def _stop_with_this_process(server_pid: int) -> None:
+    """Start the temporary server's watchdog (`_WATCHDOG`): the server dies with this process,
+    however this process ends. Prefect's server class exposes no hook for the server process
+    itself (no preexec_fn to set PR_SET_PDEATHSIG), so a separate process watches both."""
+    import subprocess
+    import sys
+
+    _WATCHDOGS.append(
+        subprocess.Popen(
+            [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(server_pid)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # a terminal's Ctrl-C goes to the run, not to the watchdog
+        )
+    )

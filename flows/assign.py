@@ -4,12 +4,19 @@ Reads the upcoming jobs (params: assign.jobs_file), loads the champion (assign.s
 writes ``<run-id>.json`` and replaces ``latest.json`` atomically (hulk.steps.run →
 hulk.stages.assign), then attaches the per-job table (machines, stages, seconds per iteration
 against Systems A/B/C) as a Prefect table artifact and, with its markdown twin, to MLflow
-(hulk.registry.log_placements).
+(hulk.registry.log_placements), and plots it as ``latest.png`` (the evaluate step's plot).
+
+Publishing is the file, the MLflow run and the plot; ``latest.published.json`` (beside
+``latest.json``) is written last and names the run whose publication is whole. A run killed in
+between (after ``latest.json``, before its run or plot) leaves the record naming an older run:
+the next assign run (every 15 minutes, or the nightly's) completes that publication first (its
+MLflow run, unless one already exists for that run id, then the plot and the record).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -19,12 +26,17 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from flows._common import brief, flow_settings, retry_options
-from hulk import registry, steps
+from hulk import fileio, registry, steps
+from hulk.errors import HulkError
+from hulk.folder_lock import folder_lock
+from hulk.placements import LATEST
 from hulk.settings import Settings
 from hulk.stages import StepResult
 from hulk.stages.assign import AssignSummary
+from hulk.steps import placements_markdown
 
 ARTIFACT_KEY = "placements"  # the table artifact; the markdown one is ARTIFACT_KEY-report
+PUBLISHED = "latest.published.json"  # beside latest.json: the run whose publication is whole
 
 
 @task(name="assign", cache_policy=NO_CACHE)
@@ -42,16 +54,91 @@ def log_to_mlflow(settings: Settings, placements: str, markdown: str) -> str:
         return registry.log_placements(settings, placements, {"report/placements.md": report})
 
 
+def _assignment_run(settings: Settings, run_id: str) -> str | None:
+    """The MLflow assignment run of placements run `run_id`, if one was logged."""
+    with registry.tracking(settings) as track:
+        experiment = track.client.get_experiment_by_name(settings.mlflow.assignment_experiment)
+        if experiment is None:
+            return None
+        runs = track.client.search_runs(
+            [experiment.experiment_id],
+            filter_string=f"tags.`hulk.placements.run_id` = '{run_id}'",
+            max_results=1,
+        )
+    return runs[0].info.run_id if runs else None
+
+
+def _published_run(settings: Settings) -> str | None:
+    """The run id whose publication (file, MLflow run, plot) is whole, per the record."""
+    try:
+        record = json.loads((settings.assign.placements_dir / PUBLISHED).read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record.get("run_id") if isinstance(record, dict) else None
+
+
+def _finish(settings: Settings, placements: Path, mlflow_run: str | None) -> str | None:
+    """The rest of publishing `placements` (a ``<run-id>.json``): its MLflow run unless given
+    or already logged, then, if it is still the one ``latest.json`` holds, ``latest.png`` and
+    the record. Under the data folder's publish lock: two runs never interleave their plots."""
+    doc = json.loads(placements.read_text(encoding="utf-8"))
+    run_id = str(doc["run_id"])
+    folder = settings.assign.placements_dir
+    with folder_lock(settings.data_dir, "publish", settings.scheduler.lock_timeout_s):
+        mlflow_run = mlflow_run or _assignment_run(settings, run_id)
+        if mlflow_run is None:
+            mlflow_run = log_to_mlflow.fn(settings, str(placements), placements_markdown(doc))
+        latest = folder / LATEST
+        if json.loads(latest.read_text(encoding="utf-8")).get("run_id") != run_id:
+            return mlflow_run  # a newer run published since: its plot and record are its own
+        plot = latest.with_suffix(".png")
+        steps.run("evaluate", settings, placements_file=placements, plot=plot)
+        record = {"run_id": run_id, "mlflow_run_id": mlflow_run, "plot": plot.name}
+        fileio.write_text(folder / PUBLISHED, json.dumps(record, indent=2) + "\n")
+    return mlflow_run
+
+
+def _logger() -> Any:
+    """The task run's logger; outside a run (a direct call) the module's."""
+    try:
+        return get_run_logger()
+    except Exception:
+        return logging.getLogger(__name__)
+
+
+@task(name="complete-last-publication", cache_policy=NO_CACHE)
+def complete_last_publication(settings: Settings) -> str | None:
+    """Finish publishing the current ``latest.json`` if a killed run left it without its MLflow
+    run or plot (the record names another run). Returns that run id, or None."""
+    try:
+        latest = json.loads((settings.assign.placements_dir / LATEST).read_text("utf-8"))
+        run_id = latest.get("run_id")
+    except (OSError, ValueError, AttributeError):  # none yet, or not ours to complete
+        return None
+    run_file = settings.assign.placements_dir / f"{run_id}.json"
+    if not isinstance(run_id, str) or _published_run(settings) == run_id or not run_file.is_file():
+        return None
+    try:
+        _finish(settings, run_file, None)
+    except HulkError as exc:  # e.g. made on a fleet that changed since: this run supersedes it
+        _logger().warning("could not complete the publication of %s: %s", run_id, exc)
+        return None
+    return run_id
+
+
 @flow(name="assign", log_prints=True)
 def assign_flow(params: str = "params.yaml", data_dir: str | None = None) -> dict[str, Any]:
     """Publish placements for the upcoming jobs with the champion model (else the teacher)."""
     settings = flow_settings(params, data_dir)
     logger = get_run_logger()
     retry = retry_options(settings.flows, retried=True)
+    completed = complete_last_publication.with_options(**retry)(settings)
+    if completed:
+        logger.warning("completed the publication of %s (a run stopped before it)", completed)
     published = publish.with_options(**retry)(settings)
     placements = str(published.outputs["placements"])
     doc = json.loads(Path(placements).read_text(encoding="utf-8"))
-    markdown = steps.placements_markdown(doc)
+    markdown = placements_markdown(doc)
     table = create_table_artifact(
         steps.placements_rows(doc),
         key=ARTIFACT_KEY,
@@ -60,6 +147,7 @@ def assign_flow(params: str = "params.yaml", data_dir: str | None = None) -> dic
     )
     report = create_markdown_artifact(markdown, key=f"{ARTIFACT_KEY}-report")
     mlflow_run = log_to_mlflow.with_options(**retry)(settings, placements, markdown)
+    _finish(settings, Path(placements), mlflow_run)  # the plot, then the record: published
     logger.info("published %s (latest: %s)", placements, published.outputs["latest"])
     return {
         **brief(published.summary),

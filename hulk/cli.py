@@ -26,7 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from hulk import steps
-from hulk.errors import HulkError, InputError
+from hulk.errors import HulkError, InputError, storage_error
 from hulk.settings import DEFAULT_PARAMS, Settings, load_settings
 from hulk.stages import StepResult
 
@@ -50,9 +50,10 @@ ParamsOption = Annotated[
 
 def _settings(ctx: typer.Context, data: Path | None = None) -> Settings:
     """The params; with a data folder given, it is `data_dir` for everything (the MLflow
-    registry inside it included), as for the nightly run."""
+    registry inside it included, and the params' paths under their `data_dir`:
+    `Settings.with_data_dir`), as for the nightly run."""
     settings: Settings = ctx.obj
-    return settings if data is None else settings.model_copy(update={"data_dir": data})
+    return settings if data is None else settings.with_data_dir(data)
 
 
 def _print_version(value: bool) -> None:
@@ -91,8 +92,24 @@ def reports_errors(command: Callable[..., Any]) -> Callable[..., Any]:
         except HulkError as exc:
             err.print(f"[red]error:[/red] {escape(str(exc))}")
             raise typer.Exit(exc.exit_code) from None
+        except Exception as exc:  # a read-only folder or a full disk: one line, exit code 2
+            error = storage_error(exc, _data_folder(args, kwargs))
+            if error is None:
+                raise
+            err.print(f"[red]error:[/red] {escape(str(error))}")
+            raise typer.Exit(error.exit_code) from None
 
     return wrapper
+
+
+def _data_folder(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Path | None:
+    """The data folder a command works on: its --data / --out, else params' data_dir."""
+    given = kwargs.get("data") or kwargs.get("out_dir")
+    if given is not None:
+        return Path(given)
+    contexts = [v for v in (*args, *kwargs.values()) if isinstance(v, typer.Context)]
+    settings = contexts[0].obj if contexts else None
+    return settings.data_dir if isinstance(settings, Settings) else None
 
 
 def log_line(text: str) -> None:

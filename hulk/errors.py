@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -43,3 +44,53 @@ class InputError(HulkError):
         if len(self.examples) > 5:
             lines.append(f"  … and {len(self.examples) - 5} more")
         return "\n".join(lines)
+
+
+# errno → (rule, reason) of the storage faults a user can cause: a read-only folder, a full disk.
+_STORAGE_RULES = {
+    errno.EROFS: ("io.read_only", "the file system is read-only"),
+    errno.EACCES: ("io.permission_denied", "permission denied"),
+    errno.EPERM: ("io.permission_denied", "operation not permitted"),
+    errno.ENOSPC: ("io.disk_full", "no space left on device"),
+    errno.EDQUOT: ("io.disk_full", "disk quota exceeded"),
+}
+# The same faults as libraries report them without an errno (sqlite, duckdb, Arrow, torch).
+_STORAGE_TEXT = (
+    ("no space left on device", errno.ENOSPC),
+    ("database or disk is full", errno.ENOSPC),
+    ("disk quota exceeded", errno.EDQUOT),
+    ("read-only file system", errno.EROFS),
+    ("readonly database", errno.EROFS),
+    ("permission denied", errno.EACCES),
+)
+
+
+def storage_error(
+    exc: BaseException, fallback: str | Path | None = None, path: str | Path | None = None
+) -> InputError | None:
+    """The `InputError` for a write refused by the storage (rules ``io.read_only``,
+    ``io.permission_denied``, ``io.disk_full``), naming the file (`path`, else the one the
+    error names, else `fallback`: the data folder), or None when `exc` (or what caused it) is
+    no such fault.
+
+    Every output is written atomically (`hulk.fileio`): what was already there stays whole.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        code = current.errno if isinstance(current, OSError) else None
+        if code not in _STORAGE_RULES:
+            text = str(current).lower()
+            code = next((c for needle, c in _STORAGE_TEXT if needle in text), None)
+        if code is not None:
+            rule, reason = _STORAGE_RULES[code]
+            name = path or getattr(current, "filename", None) or fallback
+            return InputError(
+                name,
+                rule,
+                f"cannot write: {reason}; outputs already there are left as they were "
+                "(writes are atomic)",
+            )
+        current = current.__cause__ or current.__context__
+    return None

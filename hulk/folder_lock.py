@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from hulk.errors import InputError
+from hulk.errors import InputError, storage_error
 
 LOCK_DIR = ".locks"
 
@@ -61,9 +61,12 @@ def folder_lock(data_dir: Path, name: str, timeout_s: float, poll_s: float = 0.2
                         f"; waited {timeout_s:g} s",
                     ) from None
                 time.sleep(poll_s)
-        os.ftruncate(handle, 0)
         stamp = f"pid {os.getpid()} since {dt.datetime.now(dt.UTC):%Y-%m-%dT%H:%M:%SZ}"
-        os.pwrite(handle, stamp.encode(), 0)
+        try:
+            os.ftruncate(handle, 0)
+            os.pwrite(handle, stamp.encode(), 0)
+        except OSError as exc:  # a full disk: named, not a traceback
+            raise (storage_error(exc, path=path) or exc) from None
         try:
             yield
         finally:

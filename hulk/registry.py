@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from hulk.errors import InputError
 from hulk.fileio import sha256_file
+from hulk.registry_folder import repoint_artifacts
 
 if TYPE_CHECKING:
     import torch
@@ -115,6 +116,7 @@ def tracking_uri(settings: Settings) -> str:
     path = sqlite_path(settings)
     if path is None:
         return uri
+    repoint_artifacts(path, settings.data_dir, settings.mlflow.artifact_location)  # moved folder
     query = uri.split("?", 1)[1] if "?" in uri else ""
     return f"{_SQLITE_PREFIX}{path.as_posix()}" + (f"?{query}" if query else "")
 

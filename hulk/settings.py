@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from pydantic_core import ErrorDetails
 
 DEFAULT_PARAMS = Path("params.yaml")
+DEFAULT_DATA_DIR = Path("data")  # params data_dir; paths under it follow --data
 
 PositiveFloat = Annotated[float, Field(gt=0)]
 PositiveInt = Annotated[int, Field(gt=0)]
@@ -455,7 +456,7 @@ class FlowsSettings(Section):
 
 class Settings(Section):
     seed: int = 7
-    data_dir: Path = Path("data")
+    data_dir: Path = DEFAULT_DATA_DIR
     generate: GenerateSettings = GenerateSettings()
     ingest: IngestSettings = IngestSettings()
     validate_: ValidateSettings = Field(default=ValidateSettings(), alias="validate")
@@ -478,6 +479,35 @@ class Settings(Section):
     @property
     def validation(self) -> ValidateSettings:
         return self.validate_
+
+    def with_data_dir(self, data_dir: Path) -> Settings:
+        """These settings on another data folder (``--data DIR``, a flow's ``data_dir``).
+
+        The rule: a path of params.yaml (``assign.jobs_file``, ``assign.placements_dir``,
+        ``corpus.path``; by default ``data/jobs/upcoming.yaml``, ``data/placements``,
+        ``data/corpus/corpus.pt``) that lies under the params' own ``data_dir`` or, written
+        relative, under the default one (``data/``) is re-rooted on `data_dir`, so a copied or
+        moved data folder reads and writes only itself, from any working directory. A path
+        outside them (another folder, an absolute path elsewhere) and an explicit command-line
+        option (``--jobs``, ``--out``) are used as given, relative to the working directory.
+        """
+        bases = [self.data_dir, self.data_dir.absolute(), DEFAULT_DATA_DIR]
+
+        def moved(path: Path) -> Path:
+            for base in bases:
+                candidate = path.absolute() if base.is_absolute() else path
+                if candidate.is_relative_to(base):
+                    return data_dir / candidate.relative_to(base)
+            return path
+
+        assign = self.assign.model_copy(
+            update={
+                "jobs_file": moved(self.assign.jobs_file),
+                "placements_dir": moved(self.assign.placements_dir),
+            }
+        )
+        corpus = self.corpus.model_copy(update={"path": moved(self.corpus.path)})
+        return self.model_copy(update={"data_dir": data_dir, "assign": assign, "corpus": corpus})
 
     @property
     def gnn_planner(self) -> PlannerSettings:
@@ -503,10 +533,12 @@ def settings_from_dict(raw: dict, source: str = "params") -> Settings:
     if isinstance(raw.get("data_dir"), str):
         raw = {**raw, "data_dir": Path(raw["data_dir"])}
     try:
-        return Settings.model_validate(raw)
+        settings = Settings.model_validate(raw)
     except ValidationError as exc:
         problems = "\n".join(f"  {_describe(e)}" for e in exc.errors())
         raise ConfigError(f"{source}: invalid settings\n{problems}") from None
+    # A data_dir of its own: the paths left at their data/… defaults follow it.
+    return settings.with_data_dir(settings.data_dir)
 
 
 def load_settings(path: str | Path = DEFAULT_PARAMS) -> Settings:
