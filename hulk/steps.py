@@ -285,6 +285,7 @@ STEPS: tuple[Step, ...] = (
             "planner",
             "hardware",
             "graph",
+            "cost",
         ),
     ),
     Step(
@@ -310,6 +311,7 @@ STEPS: tuple[Step, ...] = (
             "planner",
             "hardware",
             "graph",
+            "cost",
             "mlflow",
             "assign.gnn_fallback_ratio",
         ),
@@ -326,7 +328,7 @@ STEPS: tuple[Step, ...] = (
         ],
         outs=lambda s: [_latest(s)],
         persist=(LATEST,),
-        params=("seed", "assign", "planner", "teacher", "hardware", "graph", "mlflow"),
+        params=("seed", "assign", "planner", "teacher", "hardware", "graph", "cost", "mlflow"),
     ),
     Step(
         name="evaluate",
@@ -337,7 +339,7 @@ STEPS: tuple[Step, ...] = (
         deps=lambda s: [_latest(s), *_fleet(s)],
         outs=lambda s: [(s.assign.placements_dir / LATEST).with_suffix(".png").as_posix()],
         plots=lambda s: [_data(s, METRICS_DIR, ITERATION_TIMES)],
-        params=("hardware", "graph"),
+        params=("hardware", "graph", "cost"),
         retried=False,
     ),
 )
