@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -91,29 +92,48 @@ class SiteLinks:
 
     # -- lookups --
 
+    @cached_property
+    def _tables(self) -> dict[str, tuple[np.ndarray, Any, np.ndarray]]:
+        """Per table: (site values, the value of a machine with itself, exception values)."""
+        return {
+            "latency": (self.latency, 0.0, self.exception_latency),
+            "bandwidth": (self.bandwidth, np.inf, self.exception_bandwidth),
+            # exceptions are measured pairs: never relayed
+            "relayed": (self.relayed, False, np.zeros(len(self.exception_keys), bool)),
+        }
+
+    @cached_property
+    def _exception_index(self) -> dict[int, int]:
+        """Exception key → position, for single-pair lookups."""
+        return {int(key): position for position, key in enumerate(self.exception_keys.tolist())}
+
     def gather(self, table: str, a: Any, b: Any) -> Any:
-        """`table` ('latency' | 'bandwidth' | 'relayed') for machine pairs (a, b), broadcast."""
-        a, b = np.broadcast_arrays(np.asarray(a, np.int64), np.asarray(b, np.int64))
-        if table == "latency":
-            values, diagonal, exceptional = self.latency, 0.0, self.exception_latency
-        elif table == "bandwidth":
-            values, diagonal, exceptional = self.bandwidth, np.inf, self.exception_bandwidth
-        elif table == "relayed":
-            values, diagonal = self.relayed, False
-            exceptional = np.zeros(len(self.exception_keys), bool)  # exceptions are measured
-        else:
-            raise ValueError(f"unknown site table {table!r}")
-        out = np.array(values[self.site[a], self.site[b]], copy=True)
+        """`table` ('latency' | 'bandwidth' | 'relayed') for machine pairs (a, b): integer
+        indices in 0..n−1 that broadcast against each other. The hot path of every consumer
+        reading pairs: no copies or checks beyond numpy's own (an index ≥ n raises)."""
+        values, diagonal, exceptional = self._tables[table]
+        a, b = np.asarray(a), np.asarray(b)
+        out = values[self.site[a], self.site[b]]
+        if out.ndim == 0:  # one pair
+            i, j = int(a), int(b)
+            if i == j:
+                return values.dtype.type(diagonal)
+            position = (
+                self._exception_index.get(i * self.n + j) if self.exception_keys.size else None
+            )
+            return out if position is None else exceptional[position]
         same = a == b
         if same.any():
             out[same] = diagonal
-        if len(self.exception_keys):
-            keys = a * self.n + b
-            pos = np.searchsorted(self.exception_keys, keys).clip(0, len(self.exception_keys) - 1)
-            hit = (self.exception_keys[pos] == keys) & ~same
+        keys = self.exception_keys
+        if keys.size:
+            wanted = a * self.n + b
+            pos = np.searchsorted(keys, wanted)
+            np.minimum(pos, keys.size - 1, out=pos)
+            hit = keys[pos] == wanted
             if hit.any():
                 out[hit] = exceptional[pos[hit]]
-        return out[()] if out.ndim == 0 else out
+        return out
 
     def _exception_pairs(self) -> tuple[np.ndarray, np.ndarray]:
         return np.divmod(self.exception_keys, self.n) if self.n else (self.exception_keys,) * 2
@@ -344,12 +364,13 @@ class SiteMatrix:
         if isinstance(part, slice):
             return np.arange(self.links.n)[part]
         index = np.asarray(part)
-        if index.dtype == bool:
-            raise TypeError("a site matrix takes integer indices, not boolean masks")
-        index = index.astype(np.int64)
-        if index.size and (index.min() < -self.links.n or index.max() >= self.links.n):
-            raise IndexError(f"index out of range for {self.links.n} machines")
-        return np.where(index < 0, index + self.links.n, index)
+        if index.dtype.kind not in "iu":
+            raise TypeError(f"a site matrix takes integer indices, not {index.dtype} ones")
+        if index.size and index.min() < 0:  # numpy's wrap-around, so that pair keys stay right
+            if index.min() < -self.links.n:
+                raise IndexError(f"index out of range for {self.links.n} machines")
+            index = np.where(index < 0, index + self.links.n, index)
+        return index
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         everything = np.arange(self.links.n)
