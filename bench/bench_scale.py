@@ -16,11 +16,14 @@ and everything it built) is its own:
   frames, forward pass, `hulk.gnn.gnn_decide`: Algorithm 1, planner, quick check) with a
   freshly initialised model of params.yaml's ``model:`` shape seeded from ``--seed`` (its
   time does not depend on the weights; its plans do, so they are not compared).
-* ``quality1000`` — 1,000 machines where the dense model still runs: the ``synthetic-1000``
-  preset with its `expected_links` (own city plus sampled peers; no logs). For each mix the
-  teacher runs on the dense model and on the site model (``cost.site_model: sites``), side by
-  side in one process; the site model's plans are judged by the dense cost model
-  (`hulk.cost.iteration_time`) and their makespan compared with the dense plans'.
+* ``quality1000`` — 1,000 machines where the dense model still runs, two fleets:
+  ``sites1000``, the same shape as ``sites10000`` with 10 sites of 100 (`scale_frames`), and
+  ``synthetic1000``, the ``synthetic-1000`` preset with its `expected_links` (80 cities of
+  heavy-tailed sizes, own city plus sampled peers: 90 % of the machine pairs relayed). For each
+  mix the teacher runs on the dense model and on the site model (``cost.site_model: sites``,
+  params.yaml's ``exception_ratio``), side by side in one process, each on a freshly built
+  fleet; the site model's plans are judged by the dense cost model (`hulk.cost.iteration_time`)
+  and their makespan compared with the dense plans'.
 
 Targets (issue "Plan fleets of 10,000 machines and more"): 10,000 machines: fleet built
 ≤ 10 s, teacher placements ≤ 60 s per mix, GNN end to end ≤ 3 s, peak memory < 4 GB;
@@ -231,7 +234,14 @@ def run_10000(seed: int) -> dict:
 
 
 def run_quality(seed: int) -> dict:
-    """Teacher plans on the dense and the site model of a 1,000-machine fleet, judged densely."""
+    """Teacher plans on the dense and the site model of two 1,000-machine fleets, judged densely."""
+    return {
+        "scenario": "quality1000",
+        "fleets": {kind: _quality(seed, kind) for kind in ("sites1000", "synthetic1000")},
+    }
+
+
+def _quality(seed: int, kind: str) -> dict:
     from hulk.cost import Fleet, iteration_time
     from hulk.generate import build_fleet, expected_links
     from hulk.jobs import PAPER_MIX_4, PAPER_MIX_6, preset_jobs
@@ -240,17 +250,24 @@ def run_quality(seed: int) -> dict:
 
     settings = load_settings(REPO / "params.yaml")
     load_before = os.getloadavg()[0]
-    inventory = build_fleet("synthetic-1000", seed, settings.generate)
-    links = expected_links(inventory, seed, settings.generate)
+    if kind == "sites1000":
+        inventory, links = scale_frames(seed, settings, sites=10, per_site=100)
+    else:
+        inventory = build_fleet("synthetic-1000", seed, settings.generate)
+        links = expected_links(inventory, seed, settings.generate)
     args = (inventory, links, settings.hardware, settings.graph.bandwidth_tiers)
-    models = {"dense": CostSettings(site_model="dense"), "sites": CostSettings(site_model="sites")}
+    ratio = settings.cost.exception_ratio
+    models = {
+        "dense": CostSettings(site_model="dense"),
+        "sites": CostSettings(site_model="sites", exception_ratio=ratio),
+    }
 
     def build(model: str) -> tuple[Fleet, float]:
         started = time.perf_counter()
         fleet = Fleet.from_frames(*args, models[model])
         return fleet, time.perf_counter() - started
 
-    result: dict = {"scenario": "quality1000", "links": len(links), "mixes": {}}
+    result: dict = {"fleet": kind, "links": len(links), "exception_ratio": ratio, "mixes": {}}
     for model in models:
         fleet, seconds = build(model)
         result[f"{model}_build_seconds"] = seconds
@@ -282,8 +299,7 @@ def run_quality(seed: int) -> dict:
         row["ratio"] = row["sites"]["makespan_dense_s"] / row["dense"]["makespan_dense_s"]
         row["speedup"] = row["dense"]["seconds"] / row["sites"]["seconds"]
         result["mixes"][name] = row
-        print(f"  {name}: {row}", file=sys.stderr, flush=True)
-    result["peak_mb"] = _rss_mb()
+        print(f"  {kind} {name}: {row}", file=sys.stderr, flush=True)
     result["load_average_before"] = load_before
     result["load_average_after"] = os.getloadavg()[0]
     return result
@@ -353,13 +369,14 @@ def main() -> int:
         verdicts.append(("GNN end to end ≤ 3 s", gnn["seconds"] <= GNN_S))
         verdicts.append(("peak memory < 4 GB", big["peak_mb"] < PEAK_MB))
     if not args.skip_quality:
-        quality = _subprocess(["--worker", "quality", "--seed", str(args.seed)])
-        report["quality1000"] = quality
+        report["quality1000"] = _subprocess(["--worker", "quality", "--seed", str(args.seed)])
+    for kind, quality in report.get("quality1000", {}).get("fleets", {}).items():
         print(
-            f"\nquality1000: {quality['machines']} machines, {quality['sites']} sites, "
-            f"{quality['links']} links, {quality['exceptions']} exceptions; built dense "
-            f"{quality['dense_build_seconds']:.2f} s, sites {quality['sites_build_seconds']:.2f} s "
-            f"(load {quality['load_average_before']:.1f} → {quality['load_average_after']:.1f})"
+            f"\n{kind}: {quality['machines']} machines, {quality['sites']} sites, "
+            f"{quality['links']} links, {quality['exceptions']} exceptions (ratio "
+            f"{quality['exception_ratio']}); built dense {quality['dense_build_seconds']:.2f} s, "
+            f"sites {quality['sites_build_seconds']:.2f} s (load "
+            f"{quality['load_average_before']:.1f} → {quality['load_average_after']:.1f})"
         )
         for name, row in quality["mixes"].items():
             print(
@@ -367,10 +384,12 @@ def main() -> int:
                 f"{row['dense']['seconds']:.1f} s; site-model plans judged densely "
                 f"{row['sites']['makespan_dense_s']:.3f} s (own estimate "
                 f"{row['sites']['makespan_own_s']:.3f} s) in {row['sites']['seconds']:.1f} s: "
-                f"{row['ratio']:.3f}x, made {row['speedup']:.2f}x as fast"
+                f"{row['ratio']:.3f}x, made {row['speedup']:.2f}x as fast (evaluations: dense "
+                f"{row['dense']['evaluations']} stopped by {row['dense']['stopped_by']}, sites "
+                f"{row['sites']['evaluations']} stopped by {row['sites']['stopped_by']})"
             )
-            verdicts.append((f"1,000 {name} within 1.03x", row["ratio"] <= QUALITY_RATIO))
-            verdicts.append((f"1,000 {name} at least as fast", row["speedup"] >= 1.0))
+            verdicts.append((f"{kind} {name} within 1.03x", row["ratio"] <= QUALITY_RATIO))
+            verdicts.append((f"{kind} {name} at least as fast", row["speedup"] >= 1.0))
     print()
     for label, ok in verdicts:
         print(f"{_verdict(ok)}  {label}")

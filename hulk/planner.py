@@ -546,14 +546,8 @@ def _machine_windows(ctx: _PlanSearch, pool: np.ndarray, add: Callable[[np.ndarr
     f = fleet.compute_flops
     size = min(len(pool), max(2, limit // 4))
     if fleet.sites is not None and len(pool) > limit:
-        # Site model: machines of one site see the pool alike, so one latency row per site
-        # (its first machine's) gives every member's neighbourhood; seeds' rows on demand.
-        _, first, inverse = np.unique(
-            fleet.sites.site[pool], return_index=True, return_inverse=True
-        )
-        rows = fleet.latency_s[np.ix_(pool[first], pool)]
-        neighbourhood = np.partition(rows, size - 1, axis=1)[:, size - 1 : size]
-        power = np.where(rows <= neighbourhood, f[pool][None, :], 0.0).sum(axis=1)[inverse]
+        # Site model: neighbourhoods per site (no pool × pool matrix); seeds' rows on demand.
+        power = fleet.sites.neighbourhood_power(pool, size, f)
         lat: np.ndarray | _PoolRows = _PoolRows(fleet, pool)
     else:
         square = fleet.latency_s[np.ix_(pool, pool)]

@@ -45,6 +45,9 @@ from scipy.spatial.distance import squareform
 __all__ = ["SiteLinks", "SiteMatrix", "build_site_links", "inventory_sites"]
 
 _UNREACHABLE_MS = 1e7  # stands in for an infinite latency when clustering (as hulk.planner)
+# A site pair with at least this share of its machine pairs measured talks directly (medians);
+# below it most of its machine pairs relay in the dense model, and so they do here.
+_COVERED = 0.5
 
 
 def inventory_sites(city: pd.Series, country: pd.Series) -> np.ndarray:
@@ -238,18 +241,65 @@ class SiteLinks:
 
     def nearest(self, pool: np.ndarray, count: int) -> np.ndarray:
         """(len(pool), count) positions into `pool`: each machine's `count` nearest other
-        machines of the pool by latency, ties by index (its site's machines first when they
-        are nearest). Ordered per site, so O(sites × pool); exceptions are not consulted."""
+        machines of the pool by latency. Exact inside its site (its own pairs, exceptions
+        included), other sites at their site figures (their machines in index order): per
+        site, O(Σ site² + sites × count), not pool²."""
         pool = np.asarray(pool, np.int64)
         sites = self.site[pool]
+        present, members_of = np.unique(sites, return_inverse=True)
+        counts = np.bincount(members_of, minlength=len(present))
+        by_site = np.argsort(members_of, kind="stable")  # pool positions, site by site
+        starts = np.concatenate([[0], np.cumsum(counts)])
+        between = self.latency[np.ix_(present, present)]
         out = np.empty((len(pool), count), np.int64)
-        for s in np.unique(sites).tolist():
-            mine = np.flatnonzero(sites == s)
-            row = self.latency[s, sites]
-            order = np.argsort(row, kind="stable")[: count + 1]
-            for m in mine.tolist():
-                out[m] = order[order != m][:count]
+        for q in range(len(present)):
+            mine = by_site[starts[q] : starts[q + 1]]
+            block = np.asarray(self.gather("latency", pool[mine][:, None], pool[mine][None, :]))
+            other = between[q].copy()
+            other[q] = np.inf
+            order = np.argsort(other, kind="stable")
+            reach = np.cumsum(counts[order])
+            covered = min(int(np.searchsorted(reach, count)) + 1, len(order))
+            nearby = np.concatenate(
+                [by_site[starts[t] : starts[t + 1]] for t in order[:covered].tolist()] or [[]]
+            ).astype(np.int64)[:count]
+            values = np.repeat(other[order[:covered]], counts[order[:covered]])[:count]
+            np.fill_diagonal(block, -np.inf)  # the machine itself first, then dropped
+            rows = np.concatenate([block, np.broadcast_to(values, (len(mine), len(values)))], 1)
+            candidates = np.concatenate([mine, nearby])
+            ranked = np.argsort(rows, axis=1, kind="stable")[:, 1 : count + 1]
+            out[mine] = candidates[ranked]
         return out
+
+    def neighbourhood_power(self, pool: np.ndarray, size: int, compute: np.ndarray) -> np.ndarray:
+        """Per machine of `pool`: the compute (`compute` per fleet index) of the machines of the
+        pool within its `size`-th lowest latency, itself included (`hulk.planner`'s seed
+        strength). Exact inside each site (its machines' own pairs, exceptions included);
+        other sites at their site figures: O(Σ site² + sites²), not pool²."""
+        pool = np.asarray(pool, np.int64)
+        sites = self.site[pool]
+        present, members_of = np.unique(sites, return_inverse=True)
+        counts = np.bincount(members_of, minlength=len(present))
+        site_compute = np.bincount(members_of, weights=compute[pool], minlength=len(present))
+        between = self.latency[np.ix_(present, present)]
+        power = np.empty(len(pool))
+        for q in range(len(present)):
+            mine = np.flatnonzero(members_of == q)
+            block = np.asarray(self.gather("latency", pool[mine][:, None], pool[mine][None, :]))
+            other = between[q].copy()
+            other[q] = np.inf
+            by = np.argsort(other, kind="stable")
+            values, reach = other[by], np.cumsum(counts[by])
+            reach[np.isinf(values)] = 0
+            covered = min(int(np.searchsorted(reach, size)) + 1, len(by))
+            nearby = np.repeat(values[:covered], counts[by][:covered])[:size]
+            rows = np.concatenate([block, np.broadcast_to(nearby, (len(mine), len(nearby)))], 1)
+            kth = min(size, rows.shape[1]) - 1
+            threshold = np.partition(rows, kth, axis=1)[:, kth]
+            own = (block <= threshold[:, None]) @ compute[pool[mine]]
+            gained = np.concatenate([[0.0], np.cumsum(site_compute[by])])
+            power[mine] = own + gained[np.searchsorted(values, threshold, side="right")]
+        return power
 
     def nearest_latency(self, sources: np.ndarray, targets: np.ndarray) -> np.ndarray:
         """Per machine of `targets`, the lowest latency from a machine of `sources` (none of
@@ -409,7 +459,7 @@ def build_site_links(
     exception_ratio: float,
 ) -> SiteLinks:
     """The store for machines in sites `site` (n,) and measured links (a < b, one row per
-    pair, finite latency): site medians, relays over sites, exceptions (module docstring)."""
+    pair, finite latency): site figures, relays over sites, exceptions (module docstring)."""
     site = np.asarray(site, np.int64).copy()
     n = len(site)
     # Machines without a measured link form sites of their own: unreachable, as in the dense model.
@@ -422,22 +472,35 @@ def build_site_links(
         _, site = np.unique(site, return_inverse=True)
     site = site.astype(np.int64)
     k = int(site.max()) + 1 if n else 0
+    size = np.bincount(site, minlength=k).astype(float)
 
     sa, sb = site[a], site[b]
     lo, hi = np.minimum(sa, sb), np.maximum(sa, sb)
     frame = pd.DataFrame({"pair": lo * k + hi, "lat": latency_s, "bw": bandwidth_Bps})
-    medians = frame.groupby("pair", sort=True)[["lat", "bw"]].median()
+    groups = frame.groupby("pair", sort=True)
+    medians = groups[["lat", "bw"]].median()
+    best = frame.loc[groups["lat"].idxmin().to_numpy()]  # each site pair's fastest measured pair
     pair = medians.index.to_numpy(np.int64)
     p_lo, p_hi = np.divmod(pair, k) if k else (pair, pair)
-    measured_lat = np.full((k, k), np.inf)
-    measured_bw = np.zeros((k, k))
-    measured_lat[p_lo, p_hi] = measured_lat[p_hi, p_lo] = medians["lat"].to_numpy()
-    measured_bw[p_lo, p_hi] = measured_bw[p_hi, p_lo] = medians["bw"].to_numpy()
+    counts = groups.size().to_numpy(float)
+    possible = np.where(p_lo == p_hi, size[p_lo] * (size[p_lo] - 1) / 2, size[p_lo] * size[p_hi])
 
-    latency, bandwidth, relayed, component = _relay_sites(measured_lat, measured_bw)
+    def table(values: np.ndarray, missing: float) -> np.ndarray:
+        out = np.full((k, k), missing)
+        out[p_lo, p_hi] = out[p_hi, p_lo] = values
+        return out
+
+    latency, bandwidth, relayed, component = _site_figures(
+        table(medians["lat"].to_numpy(), np.inf),
+        table(medians["bw"].to_numpy(), 0.0),
+        table(best["lat"].to_numpy(), np.inf),
+        table(best["bw"].to_numpy(), 0.0),
+        table(counts / np.maximum(possible, 1), 0.0) >= _COVERED,
+        size,
+    )
 
     # Exceptions: measured pairs far from their site pair's figure keep their own.
-    figure_lat, figure_bw = measured_lat[sa, sb], measured_bw[sa, sb]
+    figure_lat, figure_bw = latency[sa, sb], bandwidth[sa, sb]
     with np.errstate(divide="ignore", invalid="ignore"):
         off_lat = np.maximum(latency_s / figure_lat, figure_lat / latency_s)
         off_bw = np.maximum(bandwidth_Bps / figure_bw, figure_bw / bandwidth_Bps)
@@ -458,40 +521,76 @@ def build_site_links(
     )
 
 
-def _relay_sites(
-    measured_lat: np.ndarray, measured_bw: np.ndarray
+def _site_figures(
+    median_lat: np.ndarray,
+    median_bw: np.ndarray,
+    best_lat: np.ndarray,
+    best_bw: np.ndarray,
+    covered: np.ndarray,
+    size: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Effective site tables: measured site pairs as they are, the others over the
-    lowest-latency path between sites (summed latency, smallest bandwidth); a site without
-    a measured pair inside it relays through its nearest site (there and back)."""
-    k = len(measured_lat)
-    latency = measured_lat.copy()
-    bandwidth = measured_bw.copy()
-    relayed = np.zeros((k, k), bool)
-    between = measured_lat.copy()
-    np.fill_diagonal(between, np.inf)
-    src, dst = np.nonzero(np.isfinite(between))
+    """Effective site tables, as the dense model would see most machine pairs of each site pair.
+
+    A *covered* site pair (at least half of its machine pairs measured) talks directly: its
+    medians. On the diagonal an uncovered site's machines hop through a peer (twice the median),
+    or through the nearest site when none of their pairs is measured. Between uncovered sites
+    most machine pairs relay: to reach the site pair's fastest measured pair each end hops
+    inside its site, and any path over the sites graph may be faster (lowest latency; its
+    bandwidth the narrowest link or hop on it), computed over sites² only.
+    """
+    k = len(size)
+    diag = np.arange(k)
+    inner_lat, inner_bw = np.diag(median_lat).copy(), np.diag(median_bw).copy()
+    sparse_inside = np.isfinite(inner_lat) & ~np.diag(covered)
+    inner_lat[sparse_inside] *= 2
+    # The hop from a machine to the one holding its site's fastest link (none: one machine).
+    hop_lat = np.where(size > 1, inner_lat, 0.0)
+    hop_bw = np.where(size > 1, inner_bw, np.inf)
+    direct_lat = np.where(covered, median_lat, best_lat + hop_lat[:, None] + hop_lat[None, :])
+    direct_bw = np.where(
+        covered, median_bw, np.minimum(best_bw, np.minimum(hop_bw[:, None], hop_bw[None, :]))
+    )
+    direct_lat[diag, diag] = np.inf
+    src, dst = np.nonzero(np.isfinite(direct_lat))
     # csgraph ignores zero weights, so a zero latency becomes tiny (as the dense model).
-    graph = csr_matrix((np.maximum(between[src, dst], 1e-15), (src, dst)), shape=(k, k))
+    graph = csr_matrix((np.maximum(direct_lat[src, dst], 1e-15), (src, dst)), shape=(k, k))
     dist, pred = shortest_path(graph, method="D", directed=False, return_predecessors=True)
     reach = np.isfinite(dist)
     _, component = np.unique(np.argmax(reach, axis=1), return_inverse=True)
-    todo_src, todo_dst = np.nonzero(np.triu(~np.isfinite(between) & reach, k=1))
-    for s, t in zip(todo_src.tolist(), todo_dst.tolist(), strict=True):
-        narrowest, node = np.inf, t
-        while node != s:
-            prev = int(pred[s, node])
-            narrowest = min(narrowest, float(measured_bw[prev, node]))
-            node = prev
-        latency[s, t] = latency[t, s] = dist[s, t]
-        bandwidth[s, t] = bandwidth[t, s] = narrowest
-        relayed[s, t] = relayed[t, s] = True
-    for s in np.flatnonzero(~np.isfinite(np.diag(measured_lat))).tolist():
-        hop = latency[s].copy()
-        hop[s] = np.inf
-        if np.isfinite(hop).any():
-            t = int(np.argmin(hop))
-            latency[s, s] = 2 * hop[t]
-            bandwidth[s, s] = bandwidth[s, t]
-            relayed[s, s] = True
+
+    latency = np.where(covered, direct_lat, dist)
+    bandwidth = np.where(covered, direct_bw, 0.0)
+    relayed = ~covered
+    todo_src, todo_dst = np.nonzero(np.triu(~covered & reach, k=1))
+    narrowest = _path_narrowest(pred, direct_bw, todo_src, todo_dst)
+    bandwidth[todo_src, todo_dst] = bandwidth[todo_dst, todo_src] = narrowest
+    latency[~reach] = np.inf
+    bandwidth[~reach] = 0.0
+
+    latency[diag, diag] = inner_lat
+    bandwidth[diag, diag] = inner_bw
+    relayed[diag, diag] = ~np.diag(covered)
+    for s in np.flatnonzero(~np.isfinite(inner_lat) & (size > 1)).tolist():
+        away = latency[s].copy()
+        away[s] = np.inf
+        if np.isfinite(away).any():  # no pair inside measured: out to the nearest site and back
+            t = int(np.argmin(away))
+            latency[s, s], bandwidth[s, s] = 2 * away[t], bandwidth[s, t]
     return latency, bandwidth, relayed, component.astype(np.int64)
+
+
+def _path_narrowest(
+    pred: np.ndarray, width: np.ndarray, src: np.ndarray, dst: np.ndarray
+) -> np.ndarray:
+    """Smallest `width` on the predecessor-tree path src → dst, all pairs at once (one
+    vectorised step per hop of the longest path)."""
+    result = np.full(len(src), np.inf)
+    pending = np.arange(len(src))
+    cur, start = dst.copy(), src.copy()
+    while len(pending):
+        prev = pred[start, cur]
+        result[pending] = np.minimum(result[pending], width[prev, cur])
+        cur = prev
+        more = cur != start
+        pending, cur, start = pending[more], cur[more], start[more]
+    return result

@@ -118,7 +118,7 @@ def test_a_machine_pair_far_from_its_site_pair_is_kept_as_an_exception() -> None
     lat, bw = lat.copy(), bw.copy()
     figure = lat[near]
     lat[odd] *= 10  # a slow path: kept as it is
-    lat[near] *= 1.5  # within the ratio: the site pair's median stands
+    lat[near] *= 1.2  # within the ratio: the site pair's median stands
     n = len(site)
     fleet = Fleet.from_arrays(
         np.arange(n), np.ones(n), np.ones(n), np.ones(n, bool), i, j, lat, bw, sites=site
