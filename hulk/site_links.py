@@ -7,15 +7,19 @@ instead (docs/design.md#site-model):
 
 * per machine its site index (machines without any measured link get a site of their own, so
   they stay unreachable as in the dense model);
-* per ordered site pair (s, t), s ≠ t, the median latency and bandwidth of the measured machine
-  pairs between s and t; on the diagonal the medians of the pairs inside s (two distinct
-  machines of one site);
-* site pairs without a measurement relay over the sites graph: the lowest-latency path's
-  summed latency and smallest bandwidth, as the dense model relays machines (sites² only). A
+* per site pair the figures the dense model gives most of its machine pairs. A *covered* pair
+  of sites (at least half of its machine pairs measured, e.g. a full mesh inside a site) talks
+  directly: the medians of its measured pairs. Between sites probed sparsely (three pairs per
+  pair of sites, or a sample of peers) the dense model relays most machine pairs over the
+  fastest measured ones, so here too: each end hops inside its site to the site pair's fastest
+  measured pair, and any path over the sites graph may be faster (lowest latency, summed;
+  bandwidth the narrowest link or hop on it) — shortest paths over sites², not machines². A
   site whose machines measured no pair among themselves relays through its nearest site;
 * a measured machine pair whose latency or bandwidth differs from its site pair's figure by
   more than `exception_ratio` (either way) is an *exception*: it keeps its own figures (a
-  direct link, like every measured pair of the dense model).
+  direct link, like every measured pair of the dense model). Pipelines are bound by their
+  slowest link, so the ratio is tight (params.yaml ``cost.exception_ratio``); exceptions grow
+  with the measured links, never with machines².
 
 `SiteMatrix` answers the indexing forms the code base uses on `Fleet.latency_s`,
 `Fleet.bandwidth_Bps` and `Fleet.relayed` — ``m[i, j]``, ``m[a, b]`` with broadcasting index
@@ -24,8 +28,8 @@ tables, so a consumer reading a few pairs needs no change. Whole-matrix work (ex
 clustering into sites, nearest machines, spanning-tree bounds, group-to-group links) has a
 site-level method here, O(sites²) or O(machines × sites) instead of O(machines²).
 
-On a fleet that is exactly site-uniform (every measured pair equal to its site pair's figure,
-every site pair measured) every lookup equals the dense model's.
+On a fleet that is exactly site-uniform (for every pair of sites, all of its machine pairs
+measured at one figure, or none of them) every lookup equals the dense model's.
 """
 
 from __future__ import annotations

@@ -211,3 +211,27 @@ def test_from_frames_builds_the_site_model_from_the_inventory_places() -> None:
     fleet = Fleet.from_frames(*args, CostSettings(site_model="sites"))
     assert fleet.sites is not None and fleet.sites.k == 2
     assert fleet.latency_s[1, 2] == pytest.approx(32e-3)  # the median of the two measurements
+
+
+def test_per_site_neighbourhoods_match_the_dense_rows() -> None:
+    # Pairs inside a site far from its median (exceptions) and exact figures between sites:
+    # the planner's seed strength and the teacher's nearest machines come out as the dense
+    # model's, without a pool × pool matrix.
+    site, i, j, lat, bw = uniform_links([12, 30, 7, 25], seed=8)
+    rng = np.random.default_rng(8)
+    inside = site[i] == site[j]
+    lat = np.where(inside, lat * rng.choice([1.0, 0.3, 3.0], len(lat)), lat)
+    n = len(site)
+    compute = rng.choice([50e12, 120e12, 300e12], n)
+    args = (np.arange(n), compute, np.ones(n), np.ones(n, bool), i, j, lat, bw)
+    dense, sites = Fleet.from_arrays(*args), Fleet.from_arrays(*args, sites=site)
+    assert sites.sites is not None and sites.sites.exceptions > 0
+    pool = np.flatnonzero(rng.random(n) < 0.8)
+    square = dense.latency_s[np.ix_(pool, pool)]
+    for size in (5, 12, 40):
+        threshold = np.partition(square, size - 1, axis=1)[:, size - 1 : size]
+        expected = np.where(square <= threshold, compute[pool][None, :], 0.0).sum(axis=1)
+        np.testing.assert_allclose(sites.sites.neighbourhood_power(pool, size, compute), expected)
+    for count in (3, 20):
+        expected_order = np.argsort(square, axis=1, kind="stable")[:, 1 : count + 1]
+        np.testing.assert_array_equal(sites.sites.nearest(pool, count), expected_order)
