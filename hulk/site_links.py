@@ -259,14 +259,15 @@ class SiteLinks:
         for q in range(len(present)):
             mine = by_site[starts[q] : starts[q + 1]]
             block = np.asarray(self.gather("latency", pool[mine][:, None], pool[mine][None, :]))
-            other = between[q].copy()
-            other[q] = np.inf
+            other = between[q]
             order = np.argsort(other, kind="stable")
+            order = order[order != q]
             reach = np.cumsum(counts[order])
             covered = min(int(np.searchsorted(reach, count)) + 1, len(order))
             nearby = np.concatenate(
-                [by_site[starts[t] : starts[t + 1]] for t in order[:covered].tolist()] or [[]]
-            ).astype(np.int64)[:count]
+                [np.zeros(0, np.int64)]
+                + [by_site[starts[t] : starts[t + 1]] for t in order[:covered].tolist()]
+            )[:count]
             values = np.repeat(other[order[:covered]], counts[order[:covered]])[:count]
             np.fill_diagonal(block, -np.inf)  # the machine itself first, then dropped
             rows = np.concatenate([block, np.broadcast_to(values, (len(mine), len(values)))], 1)
@@ -290,11 +291,10 @@ class SiteLinks:
         for q in range(len(present)):
             mine = np.flatnonzero(members_of == q)
             block = np.asarray(self.gather("latency", pool[mine][:, None], pool[mine][None, :]))
-            other = between[q].copy()
-            other[q] = np.inf
+            other = between[q]
             by = np.argsort(other, kind="stable")
+            by = by[by != q]
             values, reach = other[by], np.cumsum(counts[by])
-            reach[np.isinf(values)] = 0
             covered = min(int(np.searchsorted(reach, size)) + 1, len(by))
             nearby = np.repeat(values[:covered], counts[by][:covered])[:size]
             rows = np.concatenate([block, np.broadcast_to(nearby, (len(mine), len(nearby)))], 1)

@@ -224,7 +224,7 @@ class _Search:
         self.memory = fleet.memory_bytes
         # Nearest active machines of every active machine (by latency, ties by index).
         k = min(len(self.active) - 1, max(4 * self.settings.neighbours, 1))
-        if fleet.sites is not None:  # per site: O(sites × machines), not machines²
+        if fleet.sites is not None:  # exact inside each site, other sites at their figures
             order = fleet.sites.nearest(self.active, max(k, 0))
         else:
             sub = fleet.latency_s[np.ix_(self.active, self.active)]

@@ -228,10 +228,10 @@ def test_per_site_neighbourhoods_match_the_dense_rows() -> None:
     assert sites.sites is not None and sites.sites.exceptions > 0
     pool = np.flatnonzero(rng.random(n) < 0.8)
     square = dense.latency_s[np.ix_(pool, pool)]
-    for size in (5, 12, 40):
+    for size in (5, 12, 40, len(pool)):
         threshold = np.partition(square, size - 1, axis=1)[:, size - 1 : size]
         expected = np.where(square <= threshold, compute[pool][None, :], 0.0).sum(axis=1)
         np.testing.assert_allclose(sites.sites.neighbourhood_power(pool, size, compute), expected)
-    for count in (3, 20):
+    for count in (3, 20, len(pool) - 1):  # the last: every other machine of the pool
         expected_order = np.argsort(square, axis=1, kind="stable")[:, 1 : count + 1]
         np.testing.assert_array_equal(sites.sites.nearest(pool, count), expected_order)
