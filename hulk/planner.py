@@ -62,6 +62,7 @@ Deterministic: no randomness; ties go to the lower machine index. Cost: about 5â
 
 from __future__ import annotations
 
+import itertools
 import math
 import weakref
 from collections.abc import Callable, Sequence
@@ -215,6 +216,9 @@ class _PlanSearch:
     seen: set[_LayoutRecipe] = field(default_factory=set)
     _cap: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     _paths: dict[tuple[frozenset[int], bool], np.ndarray] = field(default_factory=dict)
+    # Water-filled splits by their inputs' bytes: most layouts share pipelines with earlier
+    # ones (a prefix, a chunk, a pruned variant), so most splits repeat within one search.
+    _splits: dict[bytes, np.ndarray | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         job = self.job
@@ -231,10 +235,10 @@ class _PlanSearch:
         fleet, job = self.fleet, self.job
         self.evaluations += 1
         m = micro_batches(job, len(layout.replicas))
+        if len(layout.replicas) == 1:  # one pipeline: the same sums on one row, fewer steps
+            return self._one_pipeline_time(layout.replicas[0], layout.splits[0], m)
         lengths = {len(nodes) for nodes in layout.replicas}
-        if len(layout.replicas) == 1:
-            groups = [(layout.replicas[0][None, :], layout.splits[0][None, :])]
-        elif len(lengths) == 1:
+        if len(lengths) == 1:
             groups = [(np.stack(layout.replicas), np.stack(layout.splits))]
         else:
             groups = [
@@ -254,6 +258,20 @@ class _PlanSearch:
             worst = max(worst, float((total + (m - 1) * t_max).max()))
         return worst
 
+    def _one_pipeline_time(self, nodes: np.ndarray, layers: np.ndarray, m: int) -> float:
+        """T_pp of one pipeline: `pipeline_time`'s formula on 1-d arrays (same bits)."""
+        fleet = self.fleet
+        t = layers * self.per_layer / fleet.compute_flops[nodes]
+        total, t_max = t.sum(), t.max()
+        if len(nodes) > 1:
+            a, b = nodes[:-1], nodes[1:]
+            c = 2.0 * (
+                fleet.latency_s[a, b] + self.job.activation_bytes / fleet.bandwidth_Bps[a, b]
+            )
+            total = total + c.sum()
+            t_max = max(t_max, c.max())
+        return max(0.0, float(total + (m - 1) * t_max))
+
     def sync_time(self, layout: _Layout, budget: float = math.inf) -> float:
         """T_dp of `layout`; inf as soon as it is known to reach `budget`.
 
@@ -267,7 +285,8 @@ class _PlanSearch:
         if d <= 1:
             return 0.0
         first = layout.splits[0]
-        shared = all(len(s) == len(first) and np.array_equal(s, first) for s in layout.splits)
+        head = first.tobytes()  # int64 splits: equal bytes iff equal layers
+        shared = all(s.tobytes() == head for s in layout.splits)
         if shared:
             holders = np.stack(layout.replicas, axis=1)  # (S, D): stage position k's machines
             sizes = first.astype(float)
@@ -322,6 +341,17 @@ class _PlanSearch:
     def cap(self, nodes: np.ndarray) -> np.ndarray:
         return self._cap[nodes]
 
+    def split(self, compute: np.ndarray, cap: np.ndarray) -> np.ndarray | None:
+        """`_split` of the job's layers, remembered per search (read-only results)."""
+        key = compute.tobytes() + cap.tobytes()
+        if key in self._splits:
+            return self._splits[key]
+        layers = _split(compute, cap, self.job.layers)
+        if layers is not None:
+            layers.flags.writeable = False
+        self._splits[key] = layers
+        return layers
+
     def path(self, nodes: np.ndarray, bottleneck: bool = False) -> np.ndarray:
         """`nodes` as a low-latency open path on the job's boundary time (cached per set).
 
@@ -360,7 +390,7 @@ class _PlanSearch:
         replicas, splits = [], []
         f = self.fleet.compute_flops
         for nodes in groups:
-            layers = _split(f[nodes], self.cap(nodes), self.job.layers)
+            layers = self.split(f[nodes], self.cap(nodes))
             if layers is None:
                 return None
             keep = layers > 0
@@ -378,9 +408,9 @@ class _PlanSearch:
             cuts = _balanced_cuts(weight, d)
             if cuts is None:
                 continue
-            pieces = np.split(order, cuts)
-            caps = np.split(cap, cuts)
-            if all(int(c.sum()) >= self.job.layers for c in caps):
+            bounds = [0, *cuts.tolist(), n]
+            pieces = [order[a:b] for a, b in itertools.pairwise(bounds)]
+            if all(int(cap[a:b].sum()) >= self.job.layers for a, b in itertools.pairwise(bounds)):
                 return self._pipelines(pieces)
         return None
 
@@ -397,9 +427,7 @@ class _PlanSearch:
         for j in range(s):
             by_speed = grid[j][np.argsort(-f[grid[j]], kind="stable")]
             grid[j] = by_speed if j % 2 == 0 else by_speed[::-1]
-        layers = _split(
-            f[grid].min(axis=1), self.cap(grid.ravel()).reshape(s, d).min(axis=1), self.job.layers
-        )
+        layers = self.split(f[grid].min(axis=1), self.cap(grid.ravel()).reshape(s, d).min(axis=1))
         if layers is None:
             return None
         keep = layers > 0
@@ -754,10 +782,11 @@ def _prune_moves(
         if gone in seen:
             continue
         seen.add(gone)
-        rest = order[~np.isin(order, gone)]
-        if len(rest):
+        removed = set(gone)
+        rest = tuple(v for v in recipe.order if v not in removed)
+        if rest:
             kind = recipe.kind if recipe.replicas > 1 else "single"
-            variants.append(_LayoutRecipe(tuple(rest.tolist()), kind, recipe.replicas))
+            variants.append(_LayoutRecipe(rest, kind, recipe.replicas))
     if len(used) > 2:  # the machines in use, re-ordered on their own
         kind = recipe.kind if recipe.replicas > 1 else "single"
         for bottleneck in (False, True):

@@ -67,12 +67,15 @@ def _nearest_neighbour(cost: np.ndarray, start: int) -> np.ndarray:
     """Tour from `start`, each step to the cheapest point not yet visited (lowest on ties)."""
     n = len(cost)
     tour = np.empty(n, np.int64)
-    visited = np.zeros(n, bool)
-    tour[0], visited[start] = start, True
+    tour[0] = current = start
+    # A copy whose visited columns are infinite: each step is one argmin of a row, where
+    # masking the row afresh would allocate a new one per step.
+    remaining = cost.copy()
+    remaining[:, start] = np.inf
     for step in range(1, n):
-        row = np.where(visited, np.inf, cost[tour[step - 1]])
-        tour[step] = int(np.argmin(row))
-        visited[tour[step]] = True
+        current = int(remaining[current].argmin())
+        tour[step] = current
+        remaining[:, current] = np.inf
     return tour
 
 
@@ -84,8 +87,8 @@ def _two_opt(cost: np.ndarray, tour: np.ndarray, big: float) -> np.ndarray:
     """
     n = len(tour)
     positions = np.arange(n)
-    allowed = positions[None, :] > positions[:, None] + 1
-    allowed[0, n - 1] = False  # those two edges share a node
+    blocked = positions[None, :] <= positions[:, None] + 1
+    blocked[0, n - 1] = True  # those two edges share a node
     tolerance = 1e-12 * big
     # The cost matrix in tour order with the first point again at the end, kept up to date by
     # reversing the moved block's rows and columns (O(n × block) a move instead of an O(n²)
@@ -93,11 +96,14 @@ def _two_opt(cost: np.ndarray, tour: np.ndarray, big: float) -> np.ndarray:
     # ordered[i + 1, j + 1] the next points', cyclically, both as views.
     ring = np.append(tour, tour[:1])
     ordered = cost[np.ix_(ring, ring)]
+    gain = np.empty((n, n))  # reused: one n × n buffer for every move
     for _ in range(10 * n + 100):
         edge = np.diagonal(ordered, 1)  # cost[tour[i], tour[i + 1]]
-        gain = edge[:, None] + edge[None, :] - ordered[:-1, :-1] - ordered[1:, 1:]
-        gain[~allowed] = 0.0
-        best = int(np.argmax(gain))
+        np.add(edge[:, None], edge[None, :], out=gain)
+        gain -= ordered[:-1, :-1]
+        gain -= ordered[1:, 1:]
+        np.copyto(gain, 0.0, where=blocked)
+        best = int(gain.argmax())
         if gain.flat[best] <= tolerance:
             break
         i, j = divmod(best, n)
