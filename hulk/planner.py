@@ -124,15 +124,19 @@ def layer_split(
 
 def _split(compute: np.ndarray, cap: np.ndarray, layers: int) -> np.ndarray | None:
     """Water-filling on capacities `cap` (see the module docstring)."""
-    cap = np.where(compute > 0, cap, 0)
+    positive = compute > 0
+    if not positive.all():  # a machine without compute takes no layer
+        cap = np.where(positive, cap, 0)
+        compute = np.where(positive, compute, 1.0)
     if int(cap.sum()) < layers:
         return None
     s = len(compute)
     if s == 1:
         return np.array([layers], np.int64)
     top = int(min(layers, cap.max()))
-    prices = np.arange(1, top + 1)[None, :] / np.where(compute > 0, compute, 1.0)[:, None]
-    prices[np.arange(top)[None, :] >= cap[:, None]] = np.inf
+    steps = np.arange(1, top + 1)
+    prices = steps[None, :] / compute[:, None]
+    prices[steps[None, :] > cap[:, None]] = np.inf  # the j-th layer needs j ≤ cap
     flat = prices.ravel()
     if flat.size > layers:
         chosen = np.argpartition(flat, layers - 1)[:layers]
@@ -219,6 +223,7 @@ class _PlanSearch:
     # Water-filled splits by their inputs' bytes: most layouts share pipelines with earlier
     # ones (a prefix, a chunk, a pruned variant), so most splits repeat within one search.
     _splits: dict[bytes, np.ndarray | None] = field(default_factory=dict)
+    _replica_counts: dict[int, list[int]] = field(default_factory=dict)  # by the most replicas
 
     def __post_init__(self) -> None:
         job = self.job
@@ -408,7 +413,7 @@ class _PlanSearch:
             cuts = _balanced_cuts(weight, d)
             if cuts is None:
                 continue
-            bounds = [0, *cuts.tolist(), n]
+            bounds = [0, *cuts, n]
             pieces = [order[a:b] for a, b in itertools.pairwise(bounds)]
             if all(int(cap[a:b].sum()) >= self.job.layers for a, b in itertools.pairwise(bounds)):
                 return self._pipelines(pieces)
@@ -423,10 +428,9 @@ class _PlanSearch:
         if n > s * d:  # leave out the slowest machines, keep the path order of the rest
             slow = np.argsort(f[order], kind="stable")[: n - s * d]
             order = np.delete(order, slow)
-        grid = order.reshape(s, d).copy()  # grid[j]: the machines of stage j
-        for j in range(s):
-            by_speed = grid[j][np.argsort(-f[grid[j]], kind="stable")]
-            grid[j] = by_speed if j % 2 == 0 else by_speed[::-1]
+        grid = order.reshape(s, d)  # grid[j]: the machines of stage j
+        grid = np.take_along_axis(grid, np.argsort(-f[grid], axis=1, kind="stable"), axis=1)
+        grid[1::2] = grid[1::2, ::-1]  # fastest first on even stages, last on odd ones
         layers = self.split(f[grid].min(axis=1), self.cap(grid.ravel()).reshape(s, d).min(axis=1))
         if layers is None:
             return None
@@ -447,13 +451,18 @@ class _PlanSearch:
         most = min(
             self.settings.max_replicas, len(nodes), int(self.cap(nodes).sum()) // self.job.layers
         )
-        if most <= self.settings.replica_candidates:
-            return list(range(1, most + 1))
-        spread = np.geomspace(1, most, self.settings.replica_candidates)
-        return sorted({round(x) for x in spread} | {1, most})
+        counts = self._replica_counts.get(most)
+        if counts is None:
+            if most <= self.settings.replica_candidates:
+                counts = list(range(1, most + 1))
+            else:
+                spread = np.geomspace(1, most, self.settings.replica_candidates)
+                counts = sorted({round(x) for x in spread} | {1, most})
+            self._replica_counts[most] = counts
+        return list(counts)
 
 
-def _balanced_cuts(weight: np.ndarray, d: int) -> np.ndarray | None:
+def _balanced_cuts(weight: np.ndarray, d: int) -> list[int] | None:
     """Cut positions (d − 1, strictly increasing, in 1..n−1) splitting `weight` into d equal
     shares as nearly as possible."""
     n = len(weight)
@@ -465,8 +474,8 @@ def _balanced_cuts(weight: np.ndarray, d: int) -> np.ndarray | None:
     after = np.searchsorted(cum, targets)  # first index whose prefix reaches the target
     before_gap = targets - np.where(after > 0, cum[np.maximum(after - 1, 0)], 0.0)
     after_gap = cum[np.minimum(after, n - 1)] - targets
-    cuts = np.where(after_gap < before_gap, after + 1, np.maximum(after, 1))
-    cuts = np.clip(cuts, 1, n - 1)
+    nearest = np.where(after_gap < before_gap, after + 1, np.maximum(after, 1))
+    cuts: list[int] = np.clip(nearest, 1, n - 1).tolist()
     # Strictly increasing: push duplicates forward, then back from the end.
     for i in range(1, len(cuts)):
         cuts[i] = max(cuts[i], cuts[i - 1] + 1)
@@ -475,7 +484,7 @@ def _balanced_cuts(weight: np.ndarray, d: int) -> np.ndarray | None:
         cuts[i] = min(cuts[i], limit)
         if i + 1 < len(cuts):
             cuts[i] = min(cuts[i], cuts[i + 1] - 1)
-    if len(cuts) and (cuts[0] < 1 or (np.diff(cuts) <= 0).any()):
+    if cuts and (cuts[0] < 1 or any(b <= a for a, b in itertools.pairwise(cuts))):
         return None
     return cuts
 
