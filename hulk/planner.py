@@ -180,6 +180,10 @@ class _Layout:
 
     replicas: list[np.ndarray]
     splits: list[np.ndarray]
+    # Layouts of one shared split (columns, dp) keep their arrays stacked, as the evaluator
+    # reads them: (R, S) machines and layers per replica and (S, R) machines per stage.
+    stacked: tuple[np.ndarray, np.ndarray] | None = None
+    holders: np.ndarray | None = None
 
     def plan(self) -> Plan:
         replicas = []
@@ -243,7 +247,9 @@ class _PlanSearch:
         if len(layout.replicas) == 1:  # one pipeline: the same sums on one row, fewer steps
             return self._one_pipeline_time(layout.replicas[0], layout.splits[0], m)
         lengths = {len(nodes) for nodes in layout.replicas}
-        if len(lengths) == 1:
+        if layout.stacked is not None:
+            groups = [layout.stacked]
+        elif len(lengths) == 1:
             groups = [(np.stack(layout.replicas), np.stack(layout.splits))]
         else:
             groups = [
@@ -291,9 +297,11 @@ class _PlanSearch:
             return 0.0
         first = layout.splits[0]
         head = first.tobytes()  # int64 splits: equal bytes iff equal layers
-        shared = all(s.tobytes() == head for s in layout.splits)
+        shared = layout.holders is not None or all(s.tobytes() == head for s in layout.splits)
         if shared:
-            holders = np.stack(layout.replicas, axis=1)  # (S, D): stage position k's machines
+            holders = (  # (S, D): stage position k's machines
+                layout.holders if layout.holders is not None else np.stack(layout.replicas, axis=1)
+            )
             sizes = first.astype(float)
         else:
             ends = [np.cumsum(s) for s in layout.splits]
@@ -436,7 +444,13 @@ class _PlanSearch:
             return None
         keep = layers > 0
         grid, layers = grid[keep], layers[keep]
-        return _Layout([grid[:, r].copy() for r in range(d)], [layers] * d)
+        by_replica = np.ascontiguousarray(grid.T)
+        return _Layout(
+            list(by_replica),
+            [layers] * d,
+            stacked=(by_replica, np.repeat(layers[None, :], d, axis=0)),
+            holders=grid,
+        )
 
     def _dp(self, order: np.ndarray, d: int) -> _Layout | None:
         full = order[self.cap(order) >= self.job.layers]
@@ -444,7 +458,13 @@ class _PlanSearch:
             return None
         fastest = full[np.argsort(-self.fleet.compute_flops[full], kind="stable")[:d]]
         whole = np.array([self.job.layers], np.int64)
-        return _Layout([np.array([node]) for node in fastest], [whole] * d)
+        by_replica = fastest[:, None]
+        return _Layout(
+            list(by_replica),
+            [whole] * d,
+            stacked=(by_replica, np.full((d, 1), self.job.layers, np.int64)),
+            holders=fastest[None, :],
+        )
 
     def replica_counts(self, nodes: np.ndarray) -> list[int]:
         """Data-parallel degrees worth trying on `nodes` (memory allows each replica L layers)."""
