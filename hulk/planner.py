@@ -244,30 +244,27 @@ class _PlanSearch:
         fleet, job = self.fleet, self.job
         self.evaluations += 1
         m = micro_batches(job, len(layout.replicas))
-        if len(layout.replicas) == 1:  # one pipeline: the same sums on one row, fewer steps
+        if len(layout.replicas) == 1:
             return self._one_pipeline_time(layout.replicas[0], layout.splits[0], m)
-        lengths = {len(nodes) for nodes in layout.replicas}
         if layout.stacked is not None:
-            groups = [layout.stacked]
-        elif len(lengths) == 1:
-            groups = [(np.stack(layout.replicas), np.stack(layout.splits))]
-        else:
-            groups = [
-                (nodes[None, :], layers[None, :])
+            nodes, layers = layout.stacked
+        elif len({len(nodes) for nodes in layout.replicas}) == 1:
+            nodes, layers = np.stack(layout.replicas), np.stack(layout.splits)
+        else:  # pipelines of different lengths: one at a time
+            return max(
+                self._one_pipeline_time(nodes, layers, m)
                 for nodes, layers in zip(layout.replicas, layout.splits, strict=True)
-            ]
-        worst = 0.0
-        for nodes, layers in groups:  # (R, S) each
-            t = layers * self.per_layer / fleet.compute_flops[nodes]
-            t_max = t.max(axis=1)
-            total = t.sum(axis=1)
-            if nodes.shape[1] > 1:
-                a, b = nodes[:, :-1], nodes[:, 1:]
-                c = 2.0 * (fleet.latency_s[a, b] + job.activation_bytes / fleet.bandwidth_Bps[a, b])
-                total = total + c.sum(axis=1)
-                t_max = np.maximum(t_max, c.max(axis=1))
-            worst = max(worst, float((total + (m - 1) * t_max).max()))
-        return worst
+            )
+        # (R, S): every replica's row reduced as `_one_pipeline_time` reduces its one row
+        t = layers * self.per_layer / fleet.compute_flops[nodes]
+        t_max = t.max(axis=1)
+        total = t.sum(axis=1)
+        if nodes.shape[1] > 1:
+            a, b = nodes[:, :-1], nodes[:, 1:]
+            c = 2.0 * (fleet.latency_s[a, b] + job.activation_bytes / fleet.bandwidth_Bps[a, b])
+            total = total + c.sum(axis=1)
+            t_max = np.maximum(t_max, c.max(axis=1))
+        return max(0.0, float((total + (m - 1) * t_max).max()))
 
     def _one_pipeline_time(self, nodes: np.ndarray, layers: np.ndarray, m: int) -> float:
         """T_pp of one pipeline: `pipeline_time`'s formula on 1-d arrays (same bits)."""
