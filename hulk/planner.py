@@ -62,6 +62,7 @@ Deterministic: no randomness; ties go to the lower machine index. Cost: about 5â
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import weakref
@@ -227,7 +228,6 @@ class _PlanSearch:
     # Water-filled splits by their inputs' bytes: most layouts share pipelines with earlier
     # ones (a prefix, a chunk, a pruned variant), so most splits repeat within one search.
     _splits: dict[bytes, np.ndarray | None] = field(default_factory=dict)
-    _replica_counts: dict[int, list[int]] = field(default_factory=dict)  # by the most replicas
 
     def __post_init__(self) -> None:
         job = self.job
@@ -373,8 +373,8 @@ class _PlanSearch:
         cached = self._paths.get(key)
         if cached is None:
             nodes = np.sort(nodes)
-            lat = self.fleet.latency_s[np.ix_(nodes, nodes)]
-            bw = self.fleet.bandwidth_Bps[np.ix_(nodes, nodes)]
+            pairs = np.ix_(nodes, nodes)
+            lat, bw = self.fleet.latency_s[pairs], self.fleet.bandwidth_Bps[pairs]
             cost = 2.0 * (lat + self.job.activation_bytes / bw)
             np.fill_diagonal(cost, 0.0)
             if bottleneck and len(nodes) > 2:
@@ -468,15 +468,17 @@ class _PlanSearch:
         most = min(
             self.settings.max_replicas, len(nodes), int(self.cap(nodes).sum()) // self.job.layers
         )
-        counts = self._replica_counts.get(most)
-        if counts is None:
-            if most <= self.settings.replica_candidates:
-                counts = list(range(1, most + 1))
-            else:
-                spread = np.geomspace(1, most, self.settings.replica_candidates)
-                counts = sorted({round(x) for x in spread} | {1, most})
-            self._replica_counts[most] = counts
-        return list(counts)
+        return list(_replica_spread(most, self.settings.replica_candidates))
+
+
+@functools.lru_cache(maxsize=1024)
+def _replica_spread(most: int, candidates: int) -> tuple[int, ...]:
+    """1..`most` when there are at most `candidates` of them, else `candidates` degrees spread
+    geometrically (with 1 and `most`). Remembered: `np.geomspace` costs more than a search step."""
+    if most <= candidates:
+        return tuple(range(1, most + 1))
+    spread = np.geomspace(1, most, candidates)
+    return tuple(sorted({round(x) for x in spread} | {1, most}))
 
 
 def _balanced_cuts(weight: np.ndarray, d: int) -> list[int] | None:

@@ -49,12 +49,16 @@ def open_path(cost: np.ndarray) -> np.ndarray:
     if n <= 2:
         return np.arange(n)
     size = n + 1
-    big = _big(cost, size)
     full = np.zeros((size, size))
-    full[:n, :n] = np.where(np.isfinite(cost), cost, big)
+    if np.isfinite(cost).all():  # the planner's paths: every pair reachable
+        big = float(cost.max()) * size * 10 + 1.0
+        full[:n, :n] = cost
+    else:
+        big = _big(cost, size)
+        full[:n, :n] = np.where(np.isfinite(cost), cost, big)
     tour = _two_opt(full, _nearest_neighbour(full, n), big)
     start = int(np.flatnonzero(tour == n)[0])
-    return np.roll(tour, -start)[1:]
+    return np.concatenate((tour[start + 1 :], tour[:start]))  # cut open at the extra point
 
 
 def _big(cost: np.ndarray, size: int) -> float:
