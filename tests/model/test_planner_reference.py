@@ -234,3 +234,37 @@ def test_cached_splits_are_the_fresh_ones_and_read_only() -> None:
             assert first is None
         else:
             assert first.tolist() == expected.tolist() and not first.flags.writeable
+
+
+def reference_open_path(cost: np.ndarray) -> np.ndarray:
+    n = len(cost)
+    size = n + 1
+    finite = cost[np.isfinite(cost)]
+    big = (finite.max() if finite.size else 1.0) * size * 10 + 1.0
+    full = np.zeros((size, size))
+    full[:n, :n] = np.where(np.isfinite(cost), cost, big)
+    tour = reference_two_opt(full, reference_nearest_neighbour(full, n), big)
+    return np.roll(tour, -int(np.flatnonzero(tour == n)[0]))[1:]
+
+
+def reference_ring_tour(cost: np.ndarray) -> np.ndarray:
+    n = len(cost)
+    finite = cost[np.isfinite(cost)]
+    big = (finite.max() if finite.size else 1.0) * n * 10 + 1.0
+    cost = np.where(np.isfinite(cost), cost, big)
+    return reference_two_opt(cost, reference_nearest_neighbour(cost, 0), big)
+
+
+def test_open_paths_and_rings_match_the_reference() -> None:
+    rng = np.random.default_rng(26)
+    for trial in range(120):
+        n = int(rng.integers(3, 30))
+        cost = rng.integers(1, 8, (n, n)).astype(float)
+        cost = np.minimum(cost, cost.T)
+        np.fill_diagonal(cost, 0.0)
+        if trial % 2:  # some pairs unreachable
+            cost[rng.random((n, n)) < 0.15] = np.inf
+        before = cost.copy()
+        assert tours.open_path(cost).tolist() == reference_open_path(cost).tolist()
+        assert tours.ring_tour(cost).tolist() == reference_ring_tour(cost).tolist()
+        assert np.array_equal(cost, before)  # the input is left as it was
