@@ -262,8 +262,8 @@ class Fleet:
             return math.inf, 0.0
         if self.sites is not None:
             return self.sites.extremes()
-        off = ~np.eye(self.n, dtype=bool)
-        return float(self.latency_s[off].min()), float(self.bandwidth_Bps[off].max())
+        latency, bandwidth = np.asarray(self.latency_s), np.asarray(self.bandwidth_Bps)
+        return float(_off_diagonal(latency).min()), float(_off_diagonal(bandwidth).max())
 
     # -- views and lookups --
 
@@ -316,6 +316,17 @@ class Fleet:
 
     def active_indices(self) -> np.ndarray:
         return np.flatnonzero(self.active)
+
+
+def _off_diagonal(matrix: np.ndarray) -> np.ndarray:
+    """The off-diagonal entries of square `matrix` as an (n − 1, n) view, without a copy.
+
+    In row-major order the diagonal entries are every (n + 1)-th of the flat array from the
+    first: after dropping that first entry, rows of n + 1 entries end each on a diagonal one.
+    """
+    n = len(matrix)
+    flat = np.ascontiguousarray(matrix).reshape(-1)
+    return flat[1:].reshape(n - 1, n + 1)[:, :n]
 
 
 def _path_bottleneck(
