@@ -19,6 +19,7 @@ import pytest
 
 from hulk import schemas
 from hulk.errors import InputError
+from hulk.jobs import dump_jobs, preset_jobs
 from hulk.settings import Settings
 from hulk.validation import check_inventory, require_valid_inventory, validate_inventory
 from tests.data.test_validation import SETTINGS, make_inventory
@@ -78,64 +79,98 @@ def test_the_first_error_is_refused_naming_file_field_and_rule() -> None:
 # --- on the command line ------------------------------------------------------------------------
 
 
-@pytest.fixture
-def placed(generated: Path, params: Path) -> Path:
-    """A data folder after a good night: validated, ingested, graph, placements, plot."""
-    (generated / "jobs").mkdir(exist_ok=True)
-    shutil.copyfile(REPO / "data" / "jobs" / "upcoming.yaml", generated / "jobs" / "upcoming.yaml")
-    for command in (("validate",), ("ingest",), ("graph",), ("assign",), ("evaluate",)):
-        result = invoke("--params", params, *command)
-        assert result.exit_code == 0, (command, result.output)
-    return generated
-
-
 def _outputs(data: Path) -> dict[str, str]:
     """Every file under the placements folder and the job store, with its sha256."""
     files = sorted((data / "placements").rglob("*")) + sorted((data / "jobs").glob("jobs.db*"))
     return {str(p.relative_to(data)): digest(p) for p in files if p.is_file()}
 
 
-def test_assign_refuses_a_negative_memory_inventory(placed: Path, params: Path) -> None:
-    before = _outputs(placed)
-    latest = (placed / "placements" / "latest.json").read_bytes()
-    path = placed / schemas.INVENTORY_FILE
+def _break_memory(data: Path, row: int) -> tuple[Path, int]:
+    path = data / schemas.INVENTORY_FILE
     inventory = pd.read_csv(path)
-    node = int(inventory.loc[5, "node_id"])
-    inventory.loc[5, "memory_gb"] = -80.0
+    inventory.loc[row, "memory_gb"] = -80.0
     inventory.to_csv(path, index=False)
+    return path, int(inventory.loc[row, "node_id"])
 
-    validated = invoke("--params", params, "validate")
-    assert validated.exit_code == 2 and "[inventory.memory_gb]" in validated.output
 
-    for command in (
-        ("assign",),  # the scheduler's run (teacher, or the champion GNN once there is one)
-        ("assign", "--strategy", "teacher"),
-        ("assign", "--strategy", "B"),  # the whole-fleet systems, one job after another
-        ("replan", "--fail", node),
-        ("evaluate",),
-    ):
-        result = invoke("--params", params, *command)
+def _refused(data: Path, commands: list[tuple[object, ...]], path: Path, node: int) -> None:
+    """Each command exits 2 with the rule's one line, and writes nothing."""
+    before = _outputs(data)
+    latest = (data / "placements" / "latest.json").read_bytes()
+    for command in commands:
+        result = invoke(*command)
         assert result.exit_code == 2, (command, result.output)
         first = result.output.strip().splitlines()[0]
         assert first.endswith(
             f"{path}: [inventory.memory_gb] memory_gb must be positive; machine(s) {node}"
         ), (command, result.output)
         assert "Traceback" not in result.output
-        assert _outputs(placed) == before, command
-    assert (placed / "placements" / "latest.json").read_bytes() == latest
+        assert _outputs(data) == before, command
+    assert (data / "placements" / "latest.json").read_bytes() == latest
 
 
-def test_fleet_loader_refuses_for_every_planner(placed: Path) -> None:
-    """`load_fleet` is where assign, replan, evaluate, the fleet labels and the training run's
+def test_assign_replan_evaluate_refuse_a_negative_memory_inventory(
+    tiny: Path, tmp_path: Path
+) -> None:
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text(dump_jobs(preset_jobs(["GPT-2-1.5B", "BERT-large"])))
+    fast = tmp_path / "params.yaml"
+    fast.write_text("teacher: {max_evaluations: 40, time_budget_s: 20.0, random_starts: 0}\n")
+    common = ("--params", fast)
+    for command in (("assign", "--data", tiny, "--jobs", jobs), ("evaluate", "--data", tiny)):
+        result = invoke(*common, *command)
+        assert result.exit_code == 0, result.output
+    path, node = _break_memory(tiny, 2)
+    _refused(
+        tiny,
+        [
+            (*common, "assign", "--data", tiny, "--jobs", jobs),  # the scheduler's run
+            (*common, "assign", "--data", tiny, "--jobs", jobs, "--strategy", "B"),  # whole fleet
+            (*common, "replan", "--data", tiny, "--fail", 4),
+            (*common, "evaluate", "--data", tiny),
+        ],
+        path,
+        node,
+    )
+
+
+def test_fleet_loader_refuses_for_every_planner(tiny: Path) -> None:
+    """`load_frames` is where assign, replan, evaluate, the fleet labels and the training run's
     GNN plots read the fleet: the check lives there, so none of them can skip it."""
     from hulk.data_folder import load_fleet, load_frames
 
     settings = Settings()
-    path = placed / schemas.INVENTORY_FILE
+    path = tiny / schemas.INVENTORY_FILE
     inventory = pd.read_csv(path)
     inventory.loc[0, "status"] = "retired"
     inventory.to_csv(path, index=False)
     for load in (load_fleet, load_frames):
         with pytest.raises(InputError) as caught:
-            load(placed, settings)
+            load(tiny, settings)
         assert (caught.value.path, caught.value.rule) == (str(path), "inventory.status")
+
+
+@pytest.mark.slow
+def test_a_night_folder_that_validate_refuses_is_refused_by_assign(
+    generated: Path, params: Path
+) -> None:
+    """The case as an operator meets it: after a good night, the inventory is edited."""
+    (generated / "jobs").mkdir(exist_ok=True)
+    shutil.copyfile(REPO / "data" / "jobs" / "upcoming.yaml", generated / "jobs" / "upcoming.yaml")
+    for command in (("validate",), ("ingest",), ("graph",), ("assign",), ("evaluate",)):
+        result = invoke("--params", params, *command)
+        assert result.exit_code == 0, (command, result.output)
+    path, node = _break_memory(generated, 5)
+    validated = invoke("--params", params, "validate")
+    assert validated.exit_code == 2 and "[inventory.memory_gb]" in validated.output
+    _refused(
+        generated,
+        [
+            ("--params", params, "assign"),
+            ("--params", params, "assign", "--strategy", "teacher"),
+            ("--params", params, "replan", "--fail", node),
+            ("--params", params, "evaluate"),
+        ],
+        path,
+        node,
+    )
