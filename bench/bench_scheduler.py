@@ -204,8 +204,29 @@ def run_hulk(
         for s in states
         if s.finished_at
     ]
-    moved = sum(e["event"] == "moved" for e in events)
-    restarted = sum(e["event"] in ("restarted", "stopped") for e in events)
+    per_job = [
+        {
+            "job": s.job.name,
+            "arrival_s": arrival[s.job.name],
+            "start_s": (s.started_at - START).total_seconds() if s.started_at else None,
+            "finish_s": (s.finished_at - START).total_seconds() if s.finished_at else None,
+            "iterations": s.job.iterations,
+            "moves": s.moves,
+        }
+        for s in states
+    ]
+    # Moves for a gain: moved, or stopped for shorter work (its resume is part of that move).
+    # After a failure: a restart right away, or a stop until machines free up.
+    moved = sum(e["event"] in ("moved", "preempted") for e in events)
+    stopped: set[str] = set()  # jobs whose next restart belongs to a counted stop
+    restarted = 0
+    for e in events:
+        if e["event"] in ("preempted", "stopped"):
+            stopped.add(e["job"])
+            restarted += e["event"] == "stopped"
+        elif e["event"] == "restarted":
+            restarted += e["job"] not in stopped
+            stopped.discard(e["job"])
     return {
         "mean_completion_s": float(np.mean(completion)),
         "jobs": len(completion),
@@ -216,6 +237,7 @@ def run_hulk(
         "scheduling_s_mean": float(np.mean(schedule_s)),
         "step_s_max": max(step_s),
         "step_s_mean": float(np.mean(step_s)),
+        "per_job": per_job,
     }
 
 

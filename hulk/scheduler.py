@@ -23,9 +23,14 @@ remaining iterations) and the waiting ones. Times are seconds from now. `schedul
    priority (higher first; displaced jobs before all). The schedule kept has the fewest missed
    deadlines, then the lowest mean completion time (finish − submitted, over the jobs with a
    length), then the earliest end of the whole queue.
-4. **Moves that pay for themselves.** A running job may move onto its machines plus the free
-   ones (up to `max_moves_per_run` per run) when the whole schedule's mean completion time,
-   the move's cost included, drops by more than `move_gain`.
+4. **Moves that pay for themselves** (up to `max_moves_per_run` per run), each kept only when
+   the whole schedule's mean completion time, the move's cost included, drops by more than
+   `move_gain`: a running job moves onto its machines plus the free ones; or a running job
+   with more work left than some waiting job needs (the most work left first, up to
+   `preempt_candidates` tried) stops and waits in line like any other job, so that shorter
+   work runs on its machines first (shortest remaining work first, as far as it pays). A
+   stopped job keeps its checkpoint where it ran: when it starts again it pays `move_cost`
+   from there (the restart only, on the same machines).
 
 Whole-fleet systems (A, B, C) are not scheduled here: they run one job at a time by definition.
 """
@@ -64,12 +69,20 @@ class Running:
 
 @dataclass(frozen=True)
 class Waiting:
-    """A job without machines: new, queued, or displaced from `previous` (then it restarts)."""
+    """A job without machines: new, queued, or displaced from `previous` (then it restarts,
+    first in line). A job stopped earlier resumes from its checkpoint on the machines of
+    `checkpoint` (where it last ran), in line like the others."""
 
     job: Job
     remaining: float | None
     submitted_s: float
-    previous: Running | None = None  # set for a displaced running job
+    previous: Running | None = None  # set for a running job displaced in this run
+    checkpoint: Running | None = None  # set for a job stopped in an earlier run
+
+    @property
+    def resumes_from(self) -> Running | None:
+        """Where its checkpoint lies, when it has one."""
+        return self.previous or self.checkpoint
 
 
 @dataclass(frozen=True)
@@ -278,15 +291,16 @@ def schedule(
         else:
             kept.append(job)
 
-    best = _best_order(fleet, usable, kept, displaced, list(waiting), settings, planner, deadlines)
+    pending = list(waiting)
+    best = _best_order(fleet, usable, kept, displaced, pending, settings, planner, deadlines)
     moves = 0
     while moves < settings.max_moves_per_run:
         moved = _best_move(
-            fleet, usable, best, kept, displaced, list(waiting), settings, planner, deadlines
+            fleet, usable, best, kept, displaced, pending, settings, planner, deadlines
         )
         if moved is None:
             break
-        best, kept = moved
+        best, kept, pending = moved
         moves += 1
     return best
 
@@ -436,8 +450,8 @@ def _place_one(
     def length(plan: Plan | None, cost: Cost, nodes: Sequence[int]) -> tuple[float, float]:
         """(overhead, seconds from start to finish) of the job on a plan."""
         overhead = 0.0
-        if job.previous is not None:
-            prev = job.previous
+        prev = job.resumes_from
+        if prev is not None:
             overhead = move_cost(job.job, fleet, prev.nodes, prev.plan, plan, nodes, settings)
         if job.remaining is None:
             return overhead, math.inf
@@ -478,7 +492,7 @@ def _place_one(
         key = (finish, start, cost.iteration_s)
         if best is None or key < best[0]:
             best = (key, start, nodes, plan, cost, overhead)
-    action = RESTART if job.previous is not None else START
+    action = RESTART if job.resumes_from is not None else START
     if best is None:
         if not ideal.feasible:
             return Decision(
@@ -564,11 +578,46 @@ def _best_move(
     settings: SchedulerSettings,
     planner: _Planner,
     deadlines: dict[str, float],
-) -> tuple[Schedule, list[Running]] | None:
-    """The running job whose move onto its machines plus the free ones improves the schedule
-    most, when that beats `move_gain` (module docstring, step 4); None otherwise."""
+) -> tuple[Schedule, list[Running], list[Waiting]] | None:
+    """The move of one running job that improves the schedule most, when that beats
+    `move_gain` (module docstring, step 4): (schedule, running jobs, waiting jobs) after it, or
+    None."""
     if current.mean_completion_s is None:
         return None
+    limit = current.mean_completion_s * (1 - settings.move_gain)
+    best = _best_growth(
+        fleet, usable, current, kept, displaced, waiting, settings, planner, deadlines, limit
+    )
+    stop = _best_stop(
+        fleet, usable, current, kept, displaced, waiting, settings, planner, deadlines, limit
+    )
+    if stop is not None and (best is None or stop[0].score() < best[0].score()):
+        return stop
+    return best
+
+
+def _accepts(trial: Schedule, current: Schedule, limit: float) -> bool:
+    return (
+        trial.mean_completion_s is not None
+        and trial.missed_deadlines <= current.missed_deadlines
+        and trial.mean_completion_s < limit
+    )
+
+
+def _best_growth(
+    fleet: Fleet,
+    usable: np.ndarray,
+    current: Schedule,
+    kept: list[Running],
+    displaced: Sequence[Waiting],
+    waiting: Sequence[Waiting],
+    settings: SchedulerSettings,
+    planner: _Planner,
+    deadlines: dict[str, float],
+    limit: float,
+) -> tuple[Schedule, list[Running], list[Waiting]] | None:
+    """The running job whose move onto its machines plus the machines idle now improves the
+    schedule most, past `limit`."""
     # Only machines idle now in the current schedule are worth moving onto.
     held = np.zeros(fleet.n, bool)
     for decision in current.decisions:
@@ -577,8 +626,7 @@ def _best_move(
     free_now = usable & ~held
     if not free_now.any():
         return None
-    best: tuple[Schedule, list[Running]] | None = None
-    limit = current.mean_completion_s * (1 - settings.move_gain)
+    best: tuple[Schedule, list[Running], list[Waiting]] | None = None
     for run in kept:
         if run.remaining is None or run.ready_s > 0 or run.action != KEEP:
             continue
@@ -603,8 +651,72 @@ def _best_move(
         others = [moved if r is run else r for r in kept]
         trial = _best_order(fleet, usable, others, displaced, waiting, settings, planner, deadlines)
         trial = replace(trial, moves=[*current.moves, run.job.name])
-        if trial.mean_completion_s is None or trial.missed_deadlines > current.missed_deadlines:
-            continue
-        if trial.mean_completion_s < limit and (best is None or trial.score() < best[0].score()):
-            best = (trial, others)
+        if _accepts(trial, current, limit) and (best is None or trial.score() < best[0].score()):
+            best = (trial, others, list(waiting))
     return best
+
+
+def _best_stop(
+    fleet: Fleet,
+    usable: np.ndarray,
+    current: Schedule,
+    kept: list[Running],
+    displaced: Sequence[Waiting],
+    waiting: Sequence[Waiting],
+    settings: SchedulerSettings,
+    planner: _Planner,
+    deadlines: dict[str, float],
+    limit: float,
+) -> tuple[Schedule, list[Running], list[Waiting]] | None:
+    """The running job whose stop (it waits in line again and resumes from its checkpoint)
+    improves the schedule most, past `limit`. Tried: the running jobs with more work left than
+    some waiting job needs on the whole fleet, the most work left first, up to
+    `preempt_candidates` of them."""
+    line = [*displaced, *waiting]
+    if not line or not settings.preempt_candidates:
+        return None
+    shortest = min(_work_s(w.remaining, planner.whole(w.job, usable)[1]) for w in line)
+    candidates = sorted(
+        (
+            run
+            for run in kept
+            if run.remaining is not None
+            and run.ready_s == 0
+            and run.action == KEEP
+            and _work_s(run.remaining, run.cost) > shortest
+        ),
+        key=lambda run: (-_work_s(run.remaining, run.cost), run.job.name),
+    )[: settings.preempt_candidates]
+    best: tuple[Schedule, list[Running], list[Waiting]] | None = None
+    for run in candidates:
+        others = [r for r in kept if r is not run]
+        stopped = [*waiting, Waiting(run.job, run.remaining, run.submitted_s, checkpoint=run)]
+        trial = _best_order(fleet, usable, others, displaced, stopped, settings, planner, deadlines)
+        trial = replace(
+            trial,
+            decisions=[_stopped(d, run, current, trial) for d in trial.decisions],
+            moves=[*current.moves, run.job.name],
+        )
+        if _accepts(trial, current, limit) and (best is None or trial.score() < best[0].score()):
+            best = (trial, others, stopped)
+    return best
+
+
+def _stopped(decision: Decision, run: Running, current: Schedule, trial: Schedule) -> Decision:
+    """The stopped job's decision as its users read it: moved (it starts again now elsewhere),
+    or waiting with why; other decisions unchanged."""
+    if decision.job.name != run.job.name:
+        return decision
+    if decision.action == RESTART and decision.start_s == 0.0:
+        return replace(decision, action=MOVE)
+    if decision.action == WAIT:
+        before, after = current.mean_completion_s or 0.0, trial.mean_completion_s or 0.0
+        return replace(
+            decision,
+            reason=(
+                "stopped so that shorter work runs first (the queue's mean completion "
+                f"{before / 3600:.1f} h → {after / 3600:.1f} h); it resumes from its checkpoint; "
+                f"{decision.reason or 'it waits'}"
+            ),
+        )
+    return decision

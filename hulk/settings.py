@@ -184,6 +184,10 @@ class SchedulerSettings(Section):
     # this share (the move's cost is already in it); at most this many moves per run.
     move_gain: Annotated[float, Field(ge=0)] = 0.05
     max_moves_per_run: Annotated[int, Field(ge=0)] = 1
+    # Running jobs that waiting jobs wait for, tried as a move that stops them (they resume
+    # later from their checkpoint) so shorter work goes first; 0: running jobs are never stopped
+    # for another job.
+    preempt_candidates: Annotated[int, Field(ge=0)] = 3
     # Wait this long for another assign run holding the data folder's assign lock.
     lock_timeout_s: PositiveFloat = 600.0
 

@@ -108,7 +108,8 @@ def scheduler_inputs(
             left = None
             if state.job.iterations is not None:
                 left = max(0.0, state.job.iterations - state.done_iterations)
-            waiting.append(Waiting(state.job, left, submitted))
+            checkpoint = _checkpoint(state, fleet, known)
+            waiting.append(Waiting(state.job, left, submitted, checkpoint=checkpoint))
             continue
         present = [n for n in state.nodes if n in known]
         lost = tuple(n for n in state.nodes if n not in known)
@@ -138,6 +139,27 @@ def scheduler_inputs(
             )
         )
     return running, waiting
+
+
+def _checkpoint(state: JobState, fleet: Fleet, known: set[int]) -> Running | None:
+    """Where a stopped job's checkpoint lies (the machines it last ran on), or None: it never
+    ran, or none of those machines is in the fleet any more."""
+    from hulk.cost import Cost, Plan
+    from hulk.scheduler import Running
+
+    if not state.replicas or state.done_iterations <= 0:
+        return None
+    ids = sorted({int(r["node"]) for r in _stage_records(state.replicas)})
+    present = [n for n in ids if n in known]
+    if not present:
+        return None
+    nodes = tuple(int(i) for i in fleet.index_of(present))
+    plan = Plan.from_records(fleet, state.replicas) if len(present) == len(ids) else None
+    return Running(state.job, nodes, plan, Cost.infeasible("stopped"), None, 0.0)
+
+
+def _stage_records(replicas: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [stage for replica in replicas for stage in replica.get("stages", [])]
 
 
 class PlanMemory:
@@ -381,20 +403,22 @@ def record(store: JobStore, found: Schedule, fleet: Fleet, now: dt.datetime) -> 
                 )
                 continue
             reason = d.reason if d.action != NEVER else f"infeasible: {d.reason}"
+            # A job that ran keeps the record of where it ran: its checkpoint is there.
             new = dataclasses.replace(
                 have,
                 state=QUEUED,
                 updated_at=now,
                 reason=reason,
                 nodes=(),
-                replicas=None,
                 layout=None,
                 computing_since=None,
                 done_iterations=have.progress(now),
                 iteration_s=None,
             )
             if have.state != QUEUED:  # a new wait is an event; a changed reason is not
-                event = "queued" if have.state != RUNNING else "stopped"
+                event = "queued"
+                if have.state == RUNNING:
+                    event = "preempted" if d.job.name in found.moves else "stopped"
                 store.put(new, event, reason if d.action in (WAIT, NEVER) else None)
             elif have.reason != reason:
                 store.put(new, None)

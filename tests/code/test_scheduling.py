@@ -282,3 +282,34 @@ def test_plans_are_remembered_across_runs(tiny: Path, settings: Settings, tmp_pa
         other = PlanMemory(drained, settings, store)  # another fleet: nothing known
         other(job, nodes)
         assert len(other.new) == 1
+
+
+def test_a_long_job_stops_for_a_short_one_and_resumes_from_its_checkpoint(
+    tiny: Path, settings: Settings, tmp_path: Path
+) -> None:
+    longs = [spec(f"long{k}", "BERT-large", iterations=10_000_000) for k in range(6)]
+    jobs = write_jobs(tmp_path / "jobs.yaml", *longs)
+    first = by_job(assign(tiny, settings, jobs, T0))
+    busy = {n for job in first.values() for n in job["nodes"]}
+    assert busy == set(range(6))  # every machine holds a long job
+    write_jobs(jobs, *longs, spec("short", "BERT-large", iterations=1_000))
+    doc = assign(tiny, settings, jobs, T0 + dt.timedelta(minutes=15))
+    second = by_job(doc)
+    stopped = doc["queue"]["moved"]
+    assert len(stopped) == 1 and second[stopped[0]]["action"] == "wait"
+    assert "stopped so that shorter work runs first" in second[stopped[0]]["reason"]
+    assert second["short"]["action"] == "start"
+    assert second["short"]["nodes"] == first[stopped[0]]["nodes"]
+    with JobStore(jobs_db(tiny)) as store:
+        events = [e["event"] for e in store.events(stopped[0])]
+        state = store.get(stopped[0])
+    assert events[-1] == "preempted"
+    assert state is not None and state.replicas == first[stopped[0]]["replicas"]
+    assert state.done_iterations > 0
+    # Once the short job is done, the stopped one resumes where its checkpoint is.
+    finish = dt.datetime.fromisoformat(second["short"]["finish_at"].replace("Z", "+00:00"))
+    third = by_job(assign(tiny, settings, jobs, finish + dt.timedelta(minutes=1)))
+    back = third[stopped[0]]
+    assert back["action"] == "restart" and back["nodes"] == first[stopped[0]]["nodes"]
+    assert back["overhead_s"] == settings.scheduler.restart_overhead_s
+    assert back["done_iterations"] == pytest.approx(state.done_iterations, abs=0.1)

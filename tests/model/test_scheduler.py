@@ -235,3 +235,48 @@ def test_a_short_job_fills_the_gap_before_a_reservation() -> None:
     assert fills.action == START and fills.start_s == 0.0
     assert set(fills.nodes) & set(waits.nodes)
     assert fills.finish_s <= waits.start_s
+
+
+def fast_and_slow() -> Fleet:
+    """Machine 0 computes 100× faster than machine 1; fast links between them."""
+    return fleet_of([1e15, 1e13], [320.0, 320.0], {(0, 1): (1e-3, 1.25e9)})
+
+
+def test_a_long_job_stops_for_shorter_work_when_that_pays() -> None:
+    fleet = fast_and_slow()
+    long = running_on(fleet, BERT, [0], remaining=100_000)
+    assert long.nodes == (0,)
+    short = Job(**{**BERT.__dict__, "name": "BERT-short"})
+    found = schedule(fleet, [long], [Waiting(short, 1_000, 0.0)], SETTINGS, planner(fleet))
+    # The short job runs now on the fast machine; the long one waits and resumes there after it,
+    # paying only the restart (its checkpoint is on that machine).
+    assert found.moves == [BERT.name]
+    first, stopped = named(found, "BERT-short"), named(found, BERT.name)
+    assert first.action == START and first.nodes == (0,) and first.start_s == 0.0
+    assert stopped.action == WAIT and stopped.waits_for == ("BERT-short",)
+    assert stopped.start_s == pytest.approx(first.finish_s)
+    assert stopped.overhead_s == SETTINGS.restart_overhead_s
+    assert "stopped so that shorter work runs first" in (stopped.reason or "")
+    # Without stops, or when a stop cannot pay for itself, the long job keeps its machine.
+    for settings in (
+        SchedulerSettings(preempt_candidates=0),
+        SchedulerSettings(restart_overhead_s=1e12),
+    ):
+        kept = schedule(fleet, [long], [Waiting(short, 1_000, 0.0)], settings, planner(fleet))
+        assert kept.moves == [] and named(kept, BERT.name).action == KEEP
+
+
+def test_a_stopped_job_resumes_from_its_checkpoint() -> None:
+    fleet = fast_and_slow()
+    was = running_on(fleet, BERT, [0], remaining=1)
+    line = [Waiting(BERT, 1_000, -60.0, checkpoint=was)]
+    found = schedule(fleet, [], line, SETTINGS, planner(fleet))
+    back = named(found, BERT.name)
+    # It is not first in line like a job displaced this run, but it pays its restart.
+    assert back.action == RESTART and back.nodes == (0,)
+    assert back.overhead_s == SETTINGS.restart_overhead_s
+    fresh = named(
+        schedule(fleet, [], [Waiting(BERT, 1_000, -60.0)], SETTINGS, planner(fleet)), BERT.name
+    )
+    assert fresh.action == START and fresh.overhead_s == 0.0
+    assert back.finish_s == pytest.approx(fresh.finish_s + SETTINGS.restart_overhead_s)
