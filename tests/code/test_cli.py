@@ -136,6 +136,7 @@ def test_unknown_params_key_is_named(tmp_path: Path) -> None:
     assert "generate.dayz: unknown key" in result.output
 
 
+@pytest.mark.slow
 def test_broken_partition_stops_before_the_link_table(generated: Path, params: Path) -> None:
     day = sorted((generated / "logs").iterdir())[-1] / "probes.parquet"
     table = pq.read_table(day).drop_columns(["elapsed_ms"])
