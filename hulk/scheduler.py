@@ -30,7 +30,8 @@ remaining iterations) and the waiting ones. Times are seconds from now. `schedul
    `preempt_candidates` tried) stops and waits in line like any other job, so that shorter
    work runs on its machines first (shortest remaining work first, as far as it pays). A
    stopped job keeps its checkpoint where it ran: when it starts again it pays `move_cost`
-   from there (the restart only, on the same machines).
+   from there (the restart only, on the same machines). A move is weighed in the waiting-job
+   order the schedule without it kept.
 
 Whole-fleet systems (A, B, C) are not scheduled here: they run one job at a time by definition.
 """
@@ -314,8 +315,11 @@ def _best_order(
     settings: SchedulerSettings,
     planner: _Planner,
     deadlines: dict[str, float],
+    only: str | None = None,
 ) -> Schedule:
-    """The best of the list schedules over the orders of the module docstring."""
+    """The best of the list schedules over the orders of the module docstring (or the order
+    `only`: a move is weighed in the order the schedule without it kept, which costs one list
+    schedule instead of three)."""
     pending = [*displaced, *waiting]
     whole = {w.job.name: _work_s(w.remaining, planner.whole(w.job, usable)[1]) for w in pending}
 
@@ -333,7 +337,7 @@ def _best_order(
 
     best: Schedule | None = None
     orders = ["shortest-first", "arrival"] + (["deadline"] if deadlines else [])
-    for name in orders:
+    for name in [only] if only in orders else orders:
         order = sorted(pending, key=by(name))
         found = _list_schedule(fleet, usable, kept, order, settings, planner, deadlines)
         found = replace(found, order=name)
@@ -649,7 +653,9 @@ def _best_growth(
             action=MOVE,
         )
         others = [moved if r is run else r for r in kept]
-        trial = _best_order(fleet, usable, others, displaced, waiting, settings, planner, deadlines)
+        trial = _best_order(
+            fleet, usable, others, displaced, waiting, settings, planner, deadlines, current.order
+        )
         trial = replace(trial, moves=[*current.moves, run.job.name])
         if _accepts(trial, current, limit) and (best is None or trial.score() < best[0].score()):
             best = (trial, others, list(waiting))
@@ -691,7 +697,9 @@ def _best_stop(
     for run in candidates:
         others = [r for r in kept if r is not run]
         stopped = [*waiting, Waiting(run.job, run.remaining, run.submitted_s, checkpoint=run)]
-        trial = _best_order(fleet, usable, others, displaced, stopped, settings, planner, deadlines)
+        trial = _best_order(
+            fleet, usable, others, displaced, stopped, settings, planner, deadlines, current.order
+        )
         trial = replace(
             trial,
             decisions=[_stopped(d, run, current, trial) for d in trial.decisions],

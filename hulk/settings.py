@@ -182,8 +182,8 @@ class SchedulerSettings(Section):
     max_plans_per_run: Annotated[int, Field(ge=0)] = 30
     # A running job is moved only when the schedule's mean completion time drops by more than
     # this share (the move's cost is already in it); at most this many moves per run.
-    move_gain: Annotated[float, Field(ge=0)] = 0.05
-    max_moves_per_run: Annotated[int, Field(ge=0)] = 1
+    move_gain: Annotated[float, Field(ge=0)] = 0.01
+    max_moves_per_run: Annotated[int, Field(ge=0)] = 2
     # Running jobs that waiting jobs wait for, tried as a move that stops them (they resume
     # later from their checkpoint) so shorter work goes first; 0: running jobs are never stopped
     # for another job.
