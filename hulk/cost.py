@@ -218,8 +218,9 @@ class Fleet:
         """(lowest α, highest β) over the pairs of distinct machines: bounds for any ring."""
         if self.n < 2:
             return math.inf, 0.0
-        off = ~np.eye(self.n, dtype=bool)
-        return float(self.latency_s[off].min()), float(self.bandwidth_Bps[off].max())
+        return float(_off_diagonal(self.latency_s).min()), float(
+            _off_diagonal(self.bandwidth_Bps).max()
+        )
 
     # -- views and lookups --
 
@@ -259,6 +260,17 @@ class Fleet:
 
     def active_indices(self) -> np.ndarray:
         return np.flatnonzero(self.active)
+
+
+def _off_diagonal(matrix: np.ndarray) -> np.ndarray:
+    """The off-diagonal entries of square `matrix` as an (n − 1, n) view, without a copy.
+
+    In row-major order the diagonal entries are every (n + 1)-th of the flat array from the
+    first: after dropping that first entry, rows of n + 1 entries end each on a diagonal one.
+    """
+    n = len(matrix)
+    flat = np.ascontiguousarray(matrix).reshape(-1)
+    return flat[1:].reshape(n - 1, n + 1)[:, :n]
 
 
 def _path_bottleneck(

@@ -62,6 +62,8 @@ Deterministic: no randomness; ties go to the lower machine index. Cost: about 5�
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 import weakref
 from collections.abc import Callable, Sequence
@@ -123,15 +125,19 @@ def layer_split(
 
 def _split(compute: np.ndarray, cap: np.ndarray, layers: int) -> np.ndarray | None:
     """Water-filling on capacities `cap` (see the module docstring)."""
-    cap = np.where(compute > 0, cap, 0)
+    positive = compute > 0
+    if not positive.all():  # a machine without compute takes no layer
+        cap = np.where(positive, cap, 0)
+        compute = np.where(positive, compute, 1.0)
     if int(cap.sum()) < layers:
         return None
     s = len(compute)
     if s == 1:
         return np.array([layers], np.int64)
     top = int(min(layers, cap.max()))
-    prices = np.arange(1, top + 1)[None, :] / np.where(compute > 0, compute, 1.0)[:, None]
-    prices[np.arange(top)[None, :] >= cap[:, None]] = np.inf
+    steps = np.arange(1, top + 1)
+    prices = steps[None, :] / compute[:, None]
+    prices[steps[None, :] > cap[:, None]] = np.inf  # the j-th layer needs j ≤ cap
     flat = prices.ravel()
     if flat.size > layers:
         chosen = np.argpartition(flat, layers - 1)[:layers]
@@ -175,6 +181,10 @@ class _Layout:
 
     replicas: list[np.ndarray]
     splits: list[np.ndarray]
+    # Layouts of one shared split (columns, dp) keep their arrays stacked, as the evaluator
+    # reads them: (R, S) machines and layers per replica and (S, R) machines per stage.
+    stacked: tuple[np.ndarray, np.ndarray] | None = None
+    holders: np.ndarray | None = None
 
     def plan(self) -> Plan:
         replicas = []
@@ -215,6 +225,9 @@ class _PlanSearch:
     seen: set[_LayoutRecipe] = field(default_factory=set)
     _cap: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     _paths: dict[tuple[frozenset[int], bool], np.ndarray] = field(default_factory=dict)
+    # Water-filled splits by their inputs' bytes: most layouts share pipelines with earlier
+    # ones (a prefix, a chunk, a pruned variant), so most splits repeat within one search.
+    _splits: dict[bytes, np.ndarray | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         job = self.job
@@ -231,28 +244,41 @@ class _PlanSearch:
         fleet, job = self.fleet, self.job
         self.evaluations += 1
         m = micro_batches(job, len(layout.replicas))
-        lengths = {len(nodes) for nodes in layout.replicas}
         if len(layout.replicas) == 1:
-            groups = [(layout.replicas[0][None, :], layout.splits[0][None, :])]
-        elif len(lengths) == 1:
-            groups = [(np.stack(layout.replicas), np.stack(layout.splits))]
-        else:
-            groups = [
-                (nodes[None, :], layers[None, :])
+            return self._one_pipeline_time(layout.replicas[0], layout.splits[0], m)
+        if layout.stacked is not None:
+            nodes, layers = layout.stacked
+        elif len({len(nodes) for nodes in layout.replicas}) == 1:
+            nodes, layers = np.stack(layout.replicas), np.stack(layout.splits)
+        else:  # pipelines of different lengths: one at a time
+            return max(
+                self._one_pipeline_time(nodes, layers, m)
                 for nodes, layers in zip(layout.replicas, layout.splits, strict=True)
-            ]
-        worst = 0.0
-        for nodes, layers in groups:  # (R, S) each
-            t = layers * self.per_layer / fleet.compute_flops[nodes]
-            t_max = t.max(axis=1)
-            total = t.sum(axis=1)
-            if nodes.shape[1] > 1:
-                a, b = nodes[:, :-1], nodes[:, 1:]
-                c = 2.0 * (fleet.latency_s[a, b] + job.activation_bytes / fleet.bandwidth_Bps[a, b])
-                total = total + c.sum(axis=1)
-                t_max = np.maximum(t_max, c.max(axis=1))
-            worst = max(worst, float((total + (m - 1) * t_max).max()))
-        return worst
+            )
+        # (R, S): every replica's row reduced as `_one_pipeline_time` reduces its one row
+        t = layers * self.per_layer / fleet.compute_flops[nodes]
+        t_max = t.max(axis=1)
+        total = t.sum(axis=1)
+        if nodes.shape[1] > 1:
+            a, b = nodes[:, :-1], nodes[:, 1:]
+            c = 2.0 * (fleet.latency_s[a, b] + job.activation_bytes / fleet.bandwidth_Bps[a, b])
+            total = total + c.sum(axis=1)
+            t_max = np.maximum(t_max, c.max(axis=1))
+        return max(0.0, float((total + (m - 1) * t_max).max()))
+
+    def _one_pipeline_time(self, nodes: np.ndarray, layers: np.ndarray, m: int) -> float:
+        """T_pp of one pipeline: `pipeline_time`'s formula on 1-d arrays (same bits)."""
+        fleet = self.fleet
+        t = layers * self.per_layer / fleet.compute_flops[nodes]
+        total, t_max = t.sum(), t.max()
+        if len(nodes) > 1:
+            a, b = nodes[:-1], nodes[1:]
+            c = 2.0 * (
+                fleet.latency_s[a, b] + self.job.activation_bytes / fleet.bandwidth_Bps[a, b]
+            )
+            total = total + c.sum()
+            t_max = max(t_max, c.max())
+        return max(0.0, float(total + (m - 1) * t_max))
 
     def sync_time(self, layout: _Layout, budget: float = math.inf) -> float:
         """T_dp of `layout`; inf as soon as it is known to reach `budget`.
@@ -267,9 +293,12 @@ class _PlanSearch:
         if d <= 1:
             return 0.0
         first = layout.splits[0]
-        shared = all(len(s) == len(first) and np.array_equal(s, first) for s in layout.splits)
+        head = first.tobytes()  # int64 splits: equal bytes iff equal layers
+        shared = layout.holders is not None or all(s.tobytes() == head for s in layout.splits)
         if shared:
-            holders = np.stack(layout.replicas, axis=1)  # (S, D): stage position k's machines
+            holders = (  # (S, D): stage position k's machines
+                layout.holders if layout.holders is not None else np.stack(layout.replicas, axis=1)
+            )
             sizes = first.astype(float)
         else:
             ends = [np.cumsum(s) for s in layout.splits]
@@ -322,6 +351,17 @@ class _PlanSearch:
     def cap(self, nodes: np.ndarray) -> np.ndarray:
         return self._cap[nodes]
 
+    def split(self, compute: np.ndarray, cap: np.ndarray) -> np.ndarray | None:
+        """`_split` of the job's layers, remembered per search (read-only results)."""
+        key = compute.tobytes() + cap.tobytes()
+        if key in self._splits:
+            return self._splits[key]
+        layers = _split(compute, cap, self.job.layers)
+        if layers is not None:
+            layers.flags.writeable = False
+        self._splits[key] = layers
+        return layers
+
     def path(self, nodes: np.ndarray, bottleneck: bool = False) -> np.ndarray:
         """`nodes` as a low-latency open path on the job's boundary time (cached per set).
 
@@ -333,8 +373,8 @@ class _PlanSearch:
         cached = self._paths.get(key)
         if cached is None:
             nodes = np.sort(nodes)
-            lat = self.fleet.latency_s[np.ix_(nodes, nodes)]
-            bw = self.fleet.bandwidth_Bps[np.ix_(nodes, nodes)]
+            pairs = np.ix_(nodes, nodes)
+            lat, bw = self.fleet.latency_s[pairs], self.fleet.bandwidth_Bps[pairs]
             cost = 2.0 * (lat + self.job.activation_bytes / bw)
             np.fill_diagonal(cost, 0.0)
             if bottleneck and len(nodes) > 2:
@@ -360,7 +400,7 @@ class _PlanSearch:
         replicas, splits = [], []
         f = self.fleet.compute_flops
         for nodes in groups:
-            layers = _split(f[nodes], self.cap(nodes), self.job.layers)
+            layers = self.split(f[nodes], self.cap(nodes))
             if layers is None:
                 return None
             keep = layers > 0
@@ -378,9 +418,9 @@ class _PlanSearch:
             cuts = _balanced_cuts(weight, d)
             if cuts is None:
                 continue
-            pieces = np.split(order, cuts)
-            caps = np.split(cap, cuts)
-            if all(int(c.sum()) >= self.job.layers for c in caps):
+            bounds = [0, *cuts, n]
+            pieces = [order[a:b] for a, b in itertools.pairwise(bounds)]
+            if all(int(cap[a:b].sum()) >= self.job.layers for a, b in itertools.pairwise(bounds)):
                 return self._pipelines(pieces)
         return None
 
@@ -393,18 +433,21 @@ class _PlanSearch:
         if n > s * d:  # leave out the slowest machines, keep the path order of the rest
             slow = np.argsort(f[order], kind="stable")[: n - s * d]
             order = np.delete(order, slow)
-        grid = order.reshape(s, d).copy()  # grid[j]: the machines of stage j
-        for j in range(s):
-            by_speed = grid[j][np.argsort(-f[grid[j]], kind="stable")]
-            grid[j] = by_speed if j % 2 == 0 else by_speed[::-1]
-        layers = _split(
-            f[grid].min(axis=1), self.cap(grid.ravel()).reshape(s, d).min(axis=1), self.job.layers
-        )
+        grid = order.reshape(s, d)  # grid[j]: the machines of stage j
+        grid = np.take_along_axis(grid, np.argsort(-f[grid], axis=1, kind="stable"), axis=1)
+        grid[1::2] = grid[1::2, ::-1]  # fastest first on even stages, last on odd ones
+        layers = self.split(f[grid].min(axis=1), self.cap(grid.ravel()).reshape(s, d).min(axis=1))
         if layers is None:
             return None
         keep = layers > 0
         grid, layers = grid[keep], layers[keep]
-        return _Layout([grid[:, r].copy() for r in range(d)], [layers] * d)
+        by_replica = np.ascontiguousarray(grid.T)
+        return _Layout(
+            list(by_replica),
+            [layers] * d,
+            stacked=(by_replica, np.repeat(layers[None, :], d, axis=0)),
+            holders=grid,
+        )
 
     def _dp(self, order: np.ndarray, d: int) -> _Layout | None:
         full = order[self.cap(order) >= self.job.layers]
@@ -412,20 +455,33 @@ class _PlanSearch:
             return None
         fastest = full[np.argsort(-self.fleet.compute_flops[full], kind="stable")[:d]]
         whole = np.array([self.job.layers], np.int64)
-        return _Layout([np.array([node]) for node in fastest], [whole] * d)
+        by_replica = fastest[:, None]
+        return _Layout(
+            list(by_replica),
+            [whole] * d,
+            stacked=(by_replica, np.full((d, 1), self.job.layers, np.int64)),
+            holders=fastest[None, :],
+        )
 
     def replica_counts(self, nodes: np.ndarray) -> list[int]:
         """Data-parallel degrees worth trying on `nodes` (memory allows each replica L layers)."""
         most = min(
             self.settings.max_replicas, len(nodes), int(self.cap(nodes).sum()) // self.job.layers
         )
-        if most <= self.settings.replica_candidates:
-            return list(range(1, most + 1))
-        spread = np.geomspace(1, most, self.settings.replica_candidates)
-        return sorted({round(x) for x in spread} | {1, most})
+        return list(_replica_spread(most, self.settings.replica_candidates))
 
 
-def _balanced_cuts(weight: np.ndarray, d: int) -> np.ndarray | None:
+@functools.lru_cache(maxsize=1024)
+def _replica_spread(most: int, candidates: int) -> tuple[int, ...]:
+    """1..`most` when there are at most `candidates` of them, else `candidates` degrees spread
+    geometrically (with 1 and `most`). Remembered: `np.geomspace` costs more than a search step."""
+    if most <= candidates:
+        return tuple(range(1, most + 1))
+    spread = np.geomspace(1, most, candidates)
+    return tuple(sorted({round(x) for x in spread} | {1, most}))
+
+
+def _balanced_cuts(weight: np.ndarray, d: int) -> list[int] | None:
     """Cut positions (d − 1, strictly increasing, in 1..n−1) splitting `weight` into d equal
     shares as nearly as possible."""
     n = len(weight)
@@ -437,8 +493,8 @@ def _balanced_cuts(weight: np.ndarray, d: int) -> np.ndarray | None:
     after = np.searchsorted(cum, targets)  # first index whose prefix reaches the target
     before_gap = targets - np.where(after > 0, cum[np.maximum(after - 1, 0)], 0.0)
     after_gap = cum[np.minimum(after, n - 1)] - targets
-    cuts = np.where(after_gap < before_gap, after + 1, np.maximum(after, 1))
-    cuts = np.clip(cuts, 1, n - 1)
+    nearest = np.where(after_gap < before_gap, after + 1, np.maximum(after, 1))
+    cuts: list[int] = np.clip(nearest, 1, n - 1).tolist()
     # Strictly increasing: push duplicates forward, then back from the end.
     for i in range(1, len(cuts)):
         cuts[i] = max(cuts[i], cuts[i - 1] + 1)
@@ -447,7 +503,7 @@ def _balanced_cuts(weight: np.ndarray, d: int) -> np.ndarray | None:
         cuts[i] = min(cuts[i], limit)
         if i + 1 < len(cuts):
             cuts[i] = min(cuts[i], cuts[i + 1] - 1)
-    if len(cuts) and (cuts[0] < 1 or (np.diff(cuts) <= 0).any()):
+    if cuts and (cuts[0] < 1 or any(b <= a for a, b in itertools.pairwise(cuts))):
         return None
     return cuts
 
@@ -754,10 +810,11 @@ def _prune_moves(
         if gone in seen:
             continue
         seen.add(gone)
-        rest = order[~np.isin(order, gone)]
-        if len(rest):
+        removed = set(gone)
+        rest = tuple(v for v in recipe.order if v not in removed)
+        if rest:
             kind = recipe.kind if recipe.replicas > 1 else "single"
-            variants.append(_LayoutRecipe(tuple(rest.tolist()), kind, recipe.replicas))
+            variants.append(_LayoutRecipe(rest, kind, recipe.replicas))
     if len(used) > 2:  # the machines in use, re-ordered on their own
         kind = recipe.kind if recipe.replicas > 1 else "single"
         for bottleneck in (False, True):

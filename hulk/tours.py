@@ -9,6 +9,8 @@ lists first. Deterministic: ties go to the lower position.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 __all__ = ["FULL_TWO_OPT", "TWO_OPT_NEIGHBOURS", "open_path", "ring_tour"]
@@ -30,8 +32,7 @@ def ring_tour(cost: np.ndarray) -> np.ndarray:
     n = len(cost)
     if n <= 1:
         return np.arange(n)
-    big = _big(cost, n)
-    cost = np.where(np.isfinite(cost), cost, big)
+    cost, big = _finite(cost, n)
     tour = _nearest_neighbour(cost, 0)
     if n > FULL_TWO_OPT:  # most improving moves first, cheaply; the full search finishes
         tour = _two_opt_neighbours(cost, tour, big)
@@ -49,31 +50,50 @@ def open_path(cost: np.ndarray) -> np.ndarray:
     if n <= 2:
         return np.arange(n)
     size = n + 1
-    big = _big(cost, size)
     full = np.zeros((size, size))
-    full[:n, :n] = np.where(np.isfinite(cost), cost, big)
+    full[:n, :n], big = _finite(cost, size)
     tour = _two_opt(full, _nearest_neighbour(full, n), big)
     start = int(np.flatnonzero(tour == n)[0])
-    return np.roll(tour, -start)[1:]
+    return np.concatenate((tour[start + 1 :], tour[:start]))  # cut open at the extra point
 
 
-def _big(cost: np.ndarray, size: int) -> float:
-    """The finite stand-in for an infinite cost: more than any tour of `size` finite edges."""
-    finite = cost[np.isfinite(cost)]
-    return (finite.max() if finite.size else 1.0) * size * 10 + 1.0
+def _finite(cost: np.ndarray, size: int) -> tuple[np.ndarray, float]:
+    """`cost` with infinite entries replaced by a finite stand-in, and that stand-in: more than
+    any tour of `size` finite edges. `cost` itself (not a copy) when it is finite throughout,
+    as the planner's paths and the cost model's rings within one component are."""
+    finite = np.isfinite(cost)
+    if finite.all():
+        return cost, float(cost.max()) * size * 10 + 1.0
+    kept = cost[finite]
+    big = float(kept.max() if kept.size else 1.0) * size * 10 + 1.0
+    return np.where(finite, cost, big), big
 
 
 def _nearest_neighbour(cost: np.ndarray, start: int) -> np.ndarray:
     """Tour from `start`, each step to the cheapest point not yet visited (lowest on ties)."""
     n = len(cost)
     tour = np.empty(n, np.int64)
-    visited = np.zeros(n, bool)
-    tour[0], visited[start] = start, True
+    tour[0] = current = start
+    # A copy whose visited columns are infinite: each step is one argmin of a row, where
+    # masking the row afresh would allocate a new one per step.
+    remaining = cost.copy()
+    remaining[:, start] = np.inf
     for step in range(1, n):
-        row = np.where(visited, np.inf, cost[tour[step - 1]])
-        tour[step] = int(np.argmin(row))
-        visited[tour[step]] = True
+        current = int(remaining[current].argmin())
+        tour[step] = current
+        remaining[:, current] = np.inf
     return tour
+
+
+@functools.lru_cache(maxsize=256)
+def _blocked_moves(n: int) -> np.ndarray:
+    """(n, n) read-only mask of the position pairs (i, j) that are no 2-opt move of an n-ring:
+    j ≤ i + 1, and (0, n − 1), whose two edges share a node."""
+    positions = np.arange(n)
+    blocked = positions[None, :] <= positions[:, None] + 1
+    blocked[0, n - 1] = True
+    blocked.flags.writeable = False
+    return blocked
 
 
 def _two_opt(cost: np.ndarray, tour: np.ndarray, big: float) -> np.ndarray:
@@ -83,9 +103,7 @@ def _two_opt(cost: np.ndarray, tour: np.ndarray, big: float) -> np.ndarray:
     tour[i+1 .. j]; the best improving move is applied until none is left (at most 10 n + 100).
     """
     n = len(tour)
-    positions = np.arange(n)
-    allowed = positions[None, :] > positions[:, None] + 1
-    allowed[0, n - 1] = False  # those two edges share a node
+    blocked = _blocked_moves(n)
     tolerance = 1e-12 * big
     # The cost matrix in tour order with the first point again at the end, kept up to date by
     # reversing the moved block's rows and columns (O(n × block) a move instead of an O(n²)
@@ -93,11 +111,14 @@ def _two_opt(cost: np.ndarray, tour: np.ndarray, big: float) -> np.ndarray:
     # ordered[i + 1, j + 1] the next points', cyclically, both as views.
     ring = np.append(tour, tour[:1])
     ordered = cost[np.ix_(ring, ring)]
+    gain = np.empty((n, n))  # reused: one n × n buffer for every move
     for _ in range(10 * n + 100):
         edge = np.diagonal(ordered, 1)  # cost[tour[i], tour[i + 1]]
-        gain = edge[:, None] + edge[None, :] - ordered[:-1, :-1] - ordered[1:, 1:]
-        gain[~allowed] = 0.0
-        best = int(np.argmax(gain))
+        np.add(edge[:, None], edge[None, :], out=gain)
+        gain -= ordered[:-1, :-1]
+        gain -= ordered[1:, 1:]
+        np.copyto(gain, 0.0, where=blocked)
+        best = int(gain.argmax())
         if gain.flat[best] <= tolerance:
             break
         i, j = divmod(best, n)

@@ -151,6 +151,26 @@ def test_subset_keeps_full_fleet_relays() -> None:
     assert sub.compute_flops.tolist() == [1.0, 3.0]
 
 
+def test_link_extremes_are_over_distinct_machines() -> None:
+    # The diagonal (latency 0, bandwidth inf) must not count; unreachable pairs are inf / 0.
+    rng = np.random.default_rng(4)
+    for n in (2, 3, 7, 30):
+        links = {
+            (i, j): (float(rng.uniform(0.001, 0.1)), float(rng.uniform(1e8, 1e10)))
+            for i in range(n)
+            for j in range(i + 1, n)
+            if rng.random() < 0.6 or j == i + 1
+        }
+        fleet = fleet_of([1.0] * n, [1.0] * n, links)
+        off = ~np.eye(n, dtype=bool)
+        assert fleet.link_extremes == (
+            float(fleet.latency_s[off].min()),
+            float(fleet.bandwidth_Bps[off].max()),
+        )
+        assert fleet.link_extremes[0] > 0 and math.isfinite(fleet.link_extremes[1])
+    assert fleet_of([1.0], [1.0], {}).link_extremes == (math.inf, 0.0)
+
+
 # --- pipelines --------------------------------------------------------------------------------
 
 # 1e9 params, 4 layers, hidden 1000, seq 1000, global batch 8, micro-batch 2:
