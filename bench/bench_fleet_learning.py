@@ -159,7 +159,7 @@ def _new_mixes(settings: Settings, count: int, seed: int) -> list[list]:
     from hulk.fleet_samples import draw_mix, job_pool, named_rng
     from hulk.jobs import load_jobs
 
-    inventory, links = pipeline.load_frames(settings.data_dir)
+    inventory, links = pipeline.load_frames(settings.data_dir, settings)
     fleet = Fleet.from_frames(inventory, links, settings.hardware, settings.graph.bandwidth_tiers)
     upcoming = load_jobs(settings.assign.jobs_file)
     pool = job_pool(upcoming, [])
@@ -198,7 +198,7 @@ def _evaluate(settings: Settings, mixes: list[list], seed: int) -> dict:
     from hulk.stages.prior import load_prior
     from hulk.train import deterministic_torch
 
-    inventory, links = pipeline.load_frames(settings.data_dir)
+    inventory, links = pipeline.load_frames(settings.data_dir, settings)
     inventory = inventory.sort_values("node_id").reset_index(drop=True)
     fleet = Fleet.from_frames(inventory, links, settings.hardware, settings.graph.bandwidth_tiers)
     sites = site_labels(fleet, settings.planner.site_latency_ms)

@@ -75,7 +75,7 @@ def scale_frames(seed: int, settings, sites: int = SITES, per_site: int = PER_SI
     import pandas as pd
 
     from hulk import schemas
-    from hulk.generate import BANDWIDTH_NOISE_SIGMA, BANDWIDTH_TIERS_GBPS, FIBER_KM_PER_MS
+    from hulk.generate_network import BANDWIDTH_NOISE_SIGMA, BANDWIDTH_TIERS_GBPS, FIBER_KM_PER_MS
     from hulk.geo import haversine_km
     from hulk.presets import DATACENTER_CITIES, _resolve, build_fleet
 

@@ -28,7 +28,7 @@ from rich.table import Table
 from hulk import steps
 from hulk.errors import HulkError, InputError, storage_error
 from hulk.settings import DEFAULT_PARAMS, Settings, load_settings
-from hulk.stages import StepResult
+from hulk.stages import BASELINE_SYSTEMS, JobRow, StepResult, job_rows
 
 if TYPE_CHECKING:
     from hulk.stages.assign import AssignSummary
@@ -475,7 +475,7 @@ def _id_ranges(ids: list[int], limit: int = 6) -> str:
     return f"{len(ids)}: {shown}"
 
 
-def _placements_table(rows: list[dict], title: str, times: bool = True) -> Table:
+def _placements_table(rows: list[JobRow], title: str, times: bool = True) -> Table:
     """Per job: status, machines, D×S and (with `times`) iteration time and lower bound."""
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
     for column in ("job", "status", "machines", "D×S"):
@@ -483,16 +483,17 @@ def _placements_table(rows: list[dict], title: str, times: bool = True) -> Table
     if times:
         for column in ("iteration s", "lower bound s"):
             table.add_column(column, justify="right")
-    scheduled = any("start_at" in row for row in rows)
+    scheduled = any(row.times is not None for row in rows)
     if scheduled:  # the scheduler's estimates (UTC)
         for column in ("start (UTC)", "finish (UTC)"):
             table.add_column(column)
     for row in rows:
-        cells = [escape(row["job"]), row["status"], _id_ranges(row["machines"]), row["shape"]]
+        cells = [escape(row.job), row.status, _id_ranges(row.machines), row.shape]
         if times:
-            cells += [_seconds(row["iteration_s"]), _seconds(row["lower_bound_s"])]
+            cells += [_seconds(row.iteration_s), _seconds(row.lower_bound_s)]
         if scheduled:
-            cells += [_utc_short(row.get("start_at")), _utc_short(row.get("finish_at"))]
+            start, finish = row.times or (None, None)
+            cells += [_utc_short(start), _utc_short(finish)]
         table.add_row(*cells)
     return table
 
@@ -502,10 +503,10 @@ def _utc_short(value: str | None) -> str:
     return f"{value[5:10]} {value[11:16]}" if value else "-"
 
 
-def _reasons(rows: list[dict]) -> None:
+def _reasons(rows: list[JobRow]) -> None:
     for row in rows:
-        if row.get("reason"):
-            out.print(f"  {escape(row['job'])}: {escape(row['reason'])}")
+        if row.reason:
+            out.print(f"  {escape(row.job)}: {escape(row.reason)}")
 
 
 def _brief(result: StepResult[Any]) -> dict[str, Any]:
@@ -566,8 +567,9 @@ def _print_assignment(result: StepResult[AssignSummary], started: float) -> None
     from hulk.assign import schedule_of
 
     summary = result.summary
-    out.print(_placements_table(summary.jobs, f"placements ({summary.strategy})"))
-    _reasons(summary.jobs)
+    rows = job_rows(summary.jobs)
+    out.print(_placements_table(rows, f"placements ({summary.strategy})"))
+    _reasons(rows)
     _makespan(summary.makespan_s, schedule_of(summary.strategy))
     if summary.queue is not None:
         _queue_lines(summary.queue)
@@ -602,8 +604,9 @@ def evaluate(
 
 def _print_evaluation(result: StepResult[EvaluateSummary], file: Path, started: float) -> None:
     summary = result.summary
+    rows = job_rows(summary.jobs)
     title = f"{file.name}: strategy {summary.strategy}, {summary.schedule}"
-    out.print(_placements_table(summary.jobs, title, times=False))
+    out.print(_placements_table(rows, title, times=False))
     table = Table(
         title="seconds per iteration (plan: compute + comm; A, B, C: whole fleet)",
         title_justify="left",
@@ -612,17 +615,17 @@ def _print_evaluation(result: StepResult[EvaluateSummary], file: Path, started: 
     table.add_column("job")
     for column in ("plan", "compute", "comm", "bound", "A", "B", "C"):
         table.add_column(column, justify="right")
-    for row in summary.jobs:
+    for row in rows:
         table.add_row(
-            escape(row["job"]),
-            _seconds(row["iteration_s"]),
-            _seconds(row["compute_s"]),
-            _seconds(row["comm_s"]),
-            _seconds(row["lower_bound_s"]),
-            *(_seconds(row[f"{name}_s"]) for name in "ABC"),
+            escape(row.job),
+            _seconds(row.iteration_s),
+            _seconds(row.compute_s),
+            _seconds(row.comm_s),
+            _seconds(row.lower_bound_s),
+            *(_seconds(row.baselines_s.get(name)) for name in BASELINE_SYSTEMS),
         )
     out.print(table)
-    _reasons(summary.jobs)
+    _reasons(rows)
     _makespan(summary.makespan_s, summary.schedule)
     report(result, "evaluated", started, _brief(result))
 
@@ -691,24 +694,25 @@ def replan(
     for column in ("job", "status", "removed", "added"):
         moves.add_column(column, overflow="fold")
     for move in summary.moves:
-        status = move["status_before"]
-        if move["status_after"] != status:
-            status = f"{status} → {move['status_after']}"
+        status = move.status_before
+        if move.status_after != status:
+            status = f"{status} → {move.status_after}"
         moves.add_row(
-            move["job"],
+            move.job,
             status,
-            _id_ranges(move["nodes_removed"]),
-            _id_ranges(move["nodes_added"]),
+            _id_ranges(list(move.nodes_removed)),
+            _id_ranges(list(move.nodes_added)),
         )
     if summary.moves:
         out.print(moves)
         for move in summary.moves:
-            if move["reason"]:
-                out.print(f"  {escape(move['job'])}: {escape(move['reason'])}")
+            if move.reason:
+                out.print(f"  {escape(move.job)}: {escape(move.reason)}")
     else:
         out.print("nothing moved")
-    out.print(_placements_table(summary.jobs, f"placements ({summary.strategy})"))
-    _reasons(summary.jobs)
+    rows = job_rows(summary.jobs)
+    out.print(_placements_table(rows, f"placements ({summary.strategy})"))
+    _reasons(rows)
     _makespan(summary.makespan_s, schedule_of(summary.strategy))
     report(result, "re-planned", started, _brief(result))
 

@@ -104,9 +104,14 @@ def validated_quarantine(
     return pd.read_parquet(quarantine_path)
 
 
-def load_frames(data_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(inventory, link table) of DIR/machines.csv + DIR/links.parquet."""
-    from hulk.validation import read_inventory
+def load_frames(data_dir: Path, settings: Settings) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(inventory, link table) of DIR/machines.csv + DIR/links.parquet.
+
+    The inventory must pass the inventory rules (`hulk.validation.require_valid_inventory`,
+    the rules `hulk validate` runs): every plan is made from this function's frames, so an
+    inventory `hulk validate` refuses never reaches a placement.
+    """
+    from hulk.validation import read_inventory, require_valid_inventory
 
     links_file = data_dir / schemas.LINKS_FILE
     if not links_file.exists():
@@ -115,14 +120,17 @@ def load_frames(data_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
             "links.exists",
             "no link table: run `hulk ingest` (or `hulk import-hulk`) first",
         )
-    return read_inventory(data_dir / schemas.INVENTORY_FILE), pd.read_parquet(links_file)
+    inventory_file = data_dir / schemas.INVENTORY_FILE
+    inventory = read_inventory(inventory_file)
+    require_valid_inventory(inventory, inventory_file, settings.validation)
+    return inventory, pd.read_parquet(links_file)
 
 
 def load_fleet(data_dir: Path, settings: Settings) -> tuple[Fleet, pd.DataFrame, pd.DataFrame]:
     """The cost model's fleet from DIR/machines.csv + DIR/links.parquet (and both frames)."""
     from hulk.cost import Fleet
 
-    inventory, links = load_frames(data_dir)
+    inventory, links = load_frames(data_dir, settings)
     fleet = Fleet.from_frames(
         inventory, links, settings.hardware, settings.graph.bandwidth_tiers, settings.cost
     )

@@ -34,6 +34,10 @@ directory. One worker is plenty for one person; MLflow 3's default (4 workers, p
 with several consumers for server-side GenAI jobs) takes about a minute to answer on a 2-core
 machine — ``MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false`` in front skips the job runner too.
 
+Three modules: this one (logging a training run, loading a version's files, logging published
+placements; it re-exports the others' names), `hulk.registry_tracking` (where the backend is and
+the tracking context) and `hulk.registry_promotion` (aliases and the promotion gate).
+
 MLflow's anonymous usage telemetry (on by default since MLflow 3.2) and its artifact download
 progress bars are switched off when this module is imported, unless the environment says
 otherwise (``MLFLOW_DISABLE_TELEMETRY``, ``MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR``).
@@ -42,252 +46,66 @@ otherwise (``MLFLOW_DISABLE_TELEMETRY``, ``MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR`
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import json
 import math
-import os
 import posixpath
 import shutil
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from hulk.errors import InputError
 from hulk.fileio import sha256_file
-from hulk.registry_folder import repoint_artifacts
+
+# The backend and the promotion gate live in their own modules; their names are part of this
+# module's interface (callers import them from here).
+from hulk.registry_promotion import CHALLENGER as CHALLENGER
+from hulk.registry_promotion import CHAMPION as CHAMPION
+from hulk.registry_promotion import TAG_EVAL as TAG_EVAL
+from hulk.registry_promotion import TAG_PROMOTION as TAG_PROMOTION
+from hulk.registry_promotion import Decision as Decision
+from hulk.registry_promotion import RegisteredVersion as RegisteredVersion
+from hulk.registry_promotion import alias_version
+from hulk.registry_promotion import eval_tag as eval_tag
+from hulk.registry_promotion import promote_if_better as promote_if_better
+from hulk.registry_promotion import record_evaluation as record_evaluation
+from hulk.registry_tracking import EXPERIMENT_KIND_TAG as EXPERIMENT_KIND_TAG
+from hulk.registry_tracking import MODEL_TRAINING as MODEL_TRAINING
+from hulk.registry_tracking import UI_VIEW as UI_VIEW
+from hulk.registry_tracking import Tracking as Tracking
+from hulk.registry_tracking import artifact_location as artifact_location
+from hulk.registry_tracking import ensure_experiment, mlflow_client
+from hulk.registry_tracking import sqlite_path as sqlite_path
+from hulk.registry_tracking import tracking as tracking
+from hulk.registry_tracking import tracking_uri as tracking_uri
+from hulk.registry_tracking import ui_command as ui_command
+from hulk.registry_tracking import ui_runs_url as ui_runs_url
 
 if TYPE_CHECKING:
     import torch
     from mlflow import MlflowClient
-    from mlflow.entities.model_registry import ModelVersion
 
     from hulk.settings import Settings
 
 # MLflow's telemetry and progress bars are switched off in hulk/__init__.py, before any import.
 
-CHAMPION = "champion"
-CHALLENGER = "challenger"
 MODEL_DIR = "model"
 STATE_DICT_FILE = "state_dict.pt"
 CONFIG_FILE = "config.json"
 
 # Tags written on model versions (and on their runs). One prefix, so they sort together in the UI.
 TAG_STATE_DICT_SHA256 = "hulk.state_dict_sha256"
-TAG_PROMOTION = "hulk.promotion"  # .decision .metric .direction .candidate_value ... (see below)
-TAG_EVAL = "hulk.eval"  # .<eval set hash, 16 chars>: JSON of a version's figures on that set
-
-_SQLITE_PREFIX = "sqlite:///"
-
-
-# --------------------------------------------------------------------------------------------
-# Where the backend is
-# --------------------------------------------------------------------------------------------
-
-
-def sqlite_path(settings: Settings) -> Path | None:
-    """The database file of a sqlite backend (absolute), or None for any other backend.
-
-    ``sqlite:///mlruns.db`` (three slashes: a relative path) is taken relative to
-    ``settings.data_dir``; ``sqlite:////srv/hulk/mlruns.db`` (four: absolute) is used as written.
-    """
-    uri = settings.mlflow.tracking_uri
-    if not uri.startswith(_SQLITE_PREFIX):
-        return None
-    raw = uri[len(_SQLITE_PREFIX) :].split("?", 1)[0]
-    if not raw or raw == ":memory:":
-        return None
-    path = Path(raw)
-    if not path.is_absolute():
-        path = settings.data_dir / path
-    return path.absolute()
-
-
-def tracking_uri(settings: Settings) -> str:
-    """The tracking (and registry) URI with a relative sqlite path made absolute.
-
-    Any other URI (``http://…``, ``postgresql://…``, an absolute sqlite path) is returned as is.
-    """
-    uri = settings.mlflow.tracking_uri
-    path = sqlite_path(settings)
-    if path is None:
-        return uri
-    repoint_artifacts(path, settings.data_dir, settings.mlflow.artifact_location)  # moved folder
-    query = uri.split("?", 1)[1] if "?" in uri else ""
-    return f"{_SQLITE_PREFIX}{path.as_posix()}" + (f"?{query}" if query else "")
-
-
-def artifact_location(settings: Settings) -> Path:
-    """The folder new experiments keep artifacts in (relative paths: against data_dir)."""
-    path = settings.mlflow.artifact_location
-    if not path.is_absolute():
-        path = settings.data_dir / path
-    return path.absolute()
-
-
-def ui_command(settings: Settings) -> str:
-    """The shell command that opens the MLflow UI on the configured backend.
-
-    From the project root with the default params this is equivalent to
-    ``mlflow ui --backend-store-uri sqlite:///data/mlruns.db --workers 1``; then open
-    http://127.0.0.1:5000. Runs keep absolute artifact locations, so the UI finds plots and
-    model files wherever it is started from.
-    """
-    return f"mlflow ui --backend-store-uri {tracking_uri(settings)} --workers 1"
-
-
-def ui_runs_url(settings: Settings, base: str = "http://127.0.0.1:5000") -> str:
-    """The UI's page of Hulk's training runs, in its model-training view.
-
-    MLflow 3's UI keeps one view for all experiments in the browser's storage and starts on
-    GenAI (traces); the ``workflowType`` parameter opens the model-training view (runs,
-    charts, models). Without the experiment yet (nothing trained), the experiments list.
-    """
-    path = sqlite_path(settings)
-    if path is not None and not path.exists():
-        return f"{base}/#/experiments?{UI_VIEW}"
-    with tracking(settings) as track:
-        return f"{base}/#/experiments/{track.experiment_id}?{UI_VIEW}"
-
-
-# --------------------------------------------------------------------------------------------
-# The tracking context
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Tracking:
-    """What `tracking` sets up: a client bound to the backend and the experiment's id."""
-
-    client: MlflowClient
-    tracking_uri: str
-    experiment_id: str
-    registered_model: str
-
-
 SETTINGS_FILE = "settings.json"  # the settings the model's features are built with
 FEATURE_SECTIONS = ("hardware", "graph")
-EXPERIMENT_KIND_TAG = "mlflow.experimentKind"  # the experiment's kind in MLflow's UI
-UI_VIEW = "workflowType=machine_learning"  # the UI's query that opens its model-training view
-MODEL_TRAINING = "custom_model_development"  # the UI's "Model training" view
-
-
-def _client(uri: str) -> MlflowClient:
-    from mlflow import MlflowClient
-
-    return MlflowClient(tracking_uri=uri, registry_uri=uri)
-
-
-def _ensure_experiment(client: MlflowClient, settings: Settings, name: str | None = None) -> str:
-    """The id of experiment `name` (default: the training experiment), created if needed."""
-    from mlflow.exceptions import MlflowException
-
-    name = settings.mlflow.experiment if name is None else name
-    experiment = client.get_experiment_by_name(name)
-    if experiment is None:
-        # The artifact folder is ours to choose only for a local database; a tracking server
-        # decides where the artifacts of its experiments go.
-        location = None
-        if sqlite_path(settings) is not None:
-            folder = artifact_location(settings)
-            folder.mkdir(parents=True, exist_ok=True)
-            location = folder.as_uri()
-        try:
-            client.create_experiment(
-                name, artifact_location=location, tags={EXPERIMENT_KIND_TAG: MODEL_TRAINING}
-            )
-        except MlflowException as exc:  # another process created it meanwhile
-            if exc.error_code != "RESOURCE_ALREADY_EXISTS":
-                raise
-        experiment = client.get_experiment_by_name(name)
-        assert experiment is not None
-    if experiment.lifecycle_stage != "active":
-        raise InputError(
-            None,
-            "registry.experiment_deleted",
-            f"MLflow experiment {name!r} is deleted in {tracking_uri(settings)}: restore it "
-            f"(`mlflow experiments restore --experiment-id {experiment.experiment_id}`) or "
-            "name another experiment in params.yaml (mlflow.experiment)",
-        )
-    if EXPERIMENT_KIND_TAG not in experiment.tags:
-        # Without the tag MLflow 3's UI opens an experiment on its GenAI pages (traces, "No
-        # data"); Hulk's runs are model training. A kind a user chose in the UI is kept.
-        client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, MODEL_TRAINING)
-    return experiment.experiment_id
-
-
-@contextmanager
-def _mlflow_globals() -> Iterator[None]:
-    """Put back MLflow's process-wide tracking URI, registry URI and experiment on exit.
-
-    MLflow keeps them in module globals and mirrors them into environment variables (for child
-    processes); there is no public way to *unset* them, so the globals are read and restored
-    directly. Without this a test's temporary database would leak into whatever runs next.
-    """
-    import mlflow
-    import mlflow.tracking._model_registry.utils as registry_utils
-    import mlflow.tracking._tracking_service.utils as tracking_utils
-    import mlflow.tracking.fluent as fluent
-
-    names = ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI", "MLFLOW_EXPERIMENT_ID")
-    env = {name: os.environ.get(name) for name in names}
-    saved_tracking = getattr(tracking_utils, "_tracking_uri", None)
-    saved_registry = getattr(registry_utils, "_registry_uri", None)
-    saved_experiment = getattr(fluent, "_active_experiment_id", None)
-    try:
-        yield
-    finally:
-        # None is what they were before any was set: MLflow's default again.
-        mlflow.set_tracking_uri(saved_tracking)  # type: ignore[arg-type]
-        mlflow.set_registry_uri(saved_registry)  # type: ignore[arg-type]
-        fluent._active_experiment_id = saved_experiment
-        for name, value in env.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
-@contextmanager
-def tracking(settings: Settings) -> Iterator[Tracking]:
-    """Point MLflow at the configured backend and experiment for the duration of the block.
-
-    Creates the sqlite database (with MLflow's migrations, a few seconds the first time), the
-    artifact folder and the experiment when they do not exist yet. Inside the block MLflow's
-    fluent API (``mlflow.start_run``, ``mlflow.log_metric``…) and ``models:/`` URIs use this
-    backend and experiment; on exit the previous global tracking URI, registry URI and active
-    experiment are put back. The functions of this module use the yielded client explicitly,
-    so they do not disturb a run the caller has open.
-    """
-    import mlflow
-
-    db = sqlite_path(settings)
-    if db is not None:
-        db.parent.mkdir(parents=True, exist_ok=True)
-    uri = tracking_uri(settings)
-    client = _client(uri)
-    experiment_id = _ensure_experiment(client, settings)
-    with _mlflow_globals():
-        mlflow.set_tracking_uri(uri)
-        mlflow.set_registry_uri(uri)
-        mlflow.set_experiment(experiment_id=experiment_id)
-        yield Tracking(client, uri, experiment_id, settings.mlflow.registered_model)
 
 
 # --------------------------------------------------------------------------------------------
 # Logging and registering a training run
 # --------------------------------------------------------------------------------------------
-
-
-class RegisteredVersion(NamedTuple):
-    """A registered model version and the training run it came from."""
-
-    version: int
-    run_id: str
 
 
 def _flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
@@ -598,203 +416,6 @@ def describe_run(settings: Settings, run_id: str, text: str) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Promotion
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Decision:
-    """The outcome of `promote_if_better`, as also recorded in the version's tags."""
-
-    version: int
-    promoted: bool
-    metric: str
-    lower_is_better: bool
-    candidate_value: float | None
-    champion_value: float | None  # the previous champion's value (None: none, or not logged)
-    previous_champion: int | None
-    reason: str
-
-    @property
-    def champion(self) -> int | None:
-        """The champion version after the decision."""
-        return self.version if self.promoted else self.previous_champion
-
-
-def _alias_version(client: MlflowClient, name: str, alias: str) -> ModelVersion | None:
-    """The version `alias` points at, or None (also when the registered model does not exist)."""
-    from mlflow.exceptions import MlflowException
-
-    try:
-        aliases = client.get_registered_model(name).aliases
-    except MlflowException as exc:
-        if exc.error_code == "RESOURCE_DOES_NOT_EXIST":
-            return None
-        raise
-    if alias not in aliases:
-        return None
-    return client.get_model_version(name, str(aliases[alias]))
-
-
-def _text(value: float | int | None) -> str:
-    return "none" if value is None else repr(value)
-
-
-def eval_tag(eval_set: str) -> str:
-    """The version tag holding a version's figures on one evaluation set."""
-    return f"{TAG_EVAL}.{eval_set[:16]}"
-
-
-def record_evaluation(
-    settings: Settings, version: int, eval_set: str, metrics: Mapping[str, float]
-) -> None:
-    """Tag `version` with its figures on the evaluation set whose content hash is `eval_set`.
-
-    The gate (`promote_if_better`) compares two versions only through figures recorded for the
-    same set. Non-finite values are recorded as null.
-    """
-    record = {
-        "eval_set": eval_set,
-        **{k: (float(v) if math.isfinite(float(v)) else None) for k, v in metrics.items()},
-    }
-    with tracking(settings) as track:
-        track.client.set_model_version_tag(
-            track.registered_model,
-            str(int(version)),
-            eval_tag(eval_set),
-            json.dumps(record, sort_keys=True),
-        )
-
-
-def _eval_value(version: ModelVersion, eval_set: str, metric: str) -> tuple[bool, float | None]:
-    """(whether the version was scored on the set, its finite value of `metric` there)."""
-    raw = version.tags.get(eval_tag(eval_set))
-    if raw is None:
-        return False, None
-    try:
-        record = json.loads(raw)
-    except json.JSONDecodeError:
-        return False, None
-    if not isinstance(record, dict) or record.get("eval_set") != eval_set:
-        return False, None
-    value = record.get(metric)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return True, None
-    return True, float(value)
-
-
-def _scored_sets(version: ModelVersion) -> list[str]:
-    return sorted(key[len(TAG_EVAL) + 1 :] for key in version.tags if key.startswith(TAG_EVAL))
-
-
-def promote_if_better(
-    settings: Settings,
-    version: int | RegisteredVersion,
-    eval_set: str,
-    metric: str = "gate/score",
-    lower_is_better: bool = True,
-) -> Decision:
-    """Make `version` the champion if its `metric` is not worse than the current champion's,
-    both measured on the same evaluation set.
-
-    The figures compared are the ones `record_evaluation` recorded on each version for the set
-    whose content hash is `eval_set`: figures from different sets are never compared. With no
-    champion yet, the version is promoted; a tie promotes too (the newer model wins). It is
-    refused when its own value on the set is missing or not finite, and when the champion was
-    not scored on the set (re-evaluate it there) or its value is not finite.
-
-    The decision is written as ``hulk.promotion.*`` tags on the model version and on its run:
-    decision (promoted / refused), metric, direction, eval_set, candidate_value,
-    champion_value, previous_champion, reason, decided_at. A replaced champion gets
-    ``hulk.promotion.replaced_by``. Two promotions racing on the same registry are not guarded
-    against.
-    """
-    from mlflow.entities import RunTag
-
-    number = int(version.version if isinstance(version, RegisteredVersion) else version)
-    short = eval_set[:12]
-    with tracking(settings) as track:
-        client, name = track.client, track.registered_model
-        candidate = client.get_model_version(name, str(number))
-        _, candidate_value = _eval_value(candidate, eval_set, metric)
-        current = _alias_version(client, name, CHAMPION)
-        previous = None if current is None else int(current.version)
-        scored, champion_value = (
-            (False, None) if current is None else _eval_value(current, eval_set, metric)
-        )
-        better = "lower" if lower_is_better else "higher"
-
-        if candidate_value is None:
-            promoted = False
-            reason = f"version {number} has no finite {metric} on evaluation set {short}"
-        elif current is None:
-            promoted, reason = True, "no champion yet"
-        elif previous == number:
-            promoted, reason = True, "already the champion"
-        elif not scored:
-            promoted = False
-            others = ", ".join(_scored_sets(current)) or "none"
-            reason = (
-                f"champion version {previous} was not scored on evaluation set {short} (its "
-                f"figures are from set(s) {others}): figures from different sets are not "
-                "compared; re-evaluate the champion on this set"
-            )
-        elif champion_value is None:
-            promoted = False
-            reason = (
-                f"champion version {previous} has no finite {metric} on evaluation set "
-                f"{short}: decide by hand"
-            )
-        else:
-            not_worse = (
-                candidate_value <= champion_value
-                if lower_is_better
-                else candidate_value >= champion_value
-            )
-            relation = "not worse than" if not_worse else "worse than"
-            promoted = not_worse
-            reason = (
-                f"{metric} {candidate_value:.6g} is {relation} champion version {previous}'s "
-                f"{champion_value:.6g} on evaluation set {short} ({better} is better)"
-            )
-
-        if promoted and previous != number:
-            client.set_registered_model_alias(name, CHAMPION, str(number))
-            if previous is not None:
-                client.set_model_version_tag(
-                    name, str(previous), f"{TAG_PROMOTION}.replaced_by", str(number)
-                )
-        decision = Decision(
-            version=number,
-            promoted=promoted,
-            metric=metric,
-            lower_is_better=lower_is_better,
-            candidate_value=candidate_value,
-            champion_value=champion_value,
-            previous_champion=previous,
-            reason=reason,
-        )
-        record = {
-            "decision": "promoted" if promoted else "refused",
-            "metric": metric,
-            "direction": f"{better} is better",
-            "eval_set": eval_set,
-            "candidate_value": _text(candidate_value),
-            "champion_value": _text(champion_value),
-            "previous_champion": _text(previous),
-            "reason": reason,
-            "decided_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        }
-        record = {f"{TAG_PROMOTION}.{key}": value for key, value in record.items()}
-        for key, value in record.items():  # the registry has no batch call for version tags
-            client.set_model_version_tag(name, str(number), key, value)
-        if candidate.run_id:
-            run_tags = [RunTag(key, value) for key, value in record.items()]
-            client.log_batch(candidate.run_id, tags=run_tags, synchronous=True)
-    return decision
-
-
-# --------------------------------------------------------------------------------------------
 # Loading
 # --------------------------------------------------------------------------------------------
 
@@ -817,7 +438,7 @@ class VersionInfo:
         return f"models:/{self.name}/{self.version}"
 
 
-def _existing_client(settings: Settings) -> MlflowClient | None:
+def _existingmlflow_client(settings: Settings) -> MlflowClient | None:
     """A client for the backend, or None when its sqlite file does not exist (no model then).
 
     Reading never creates the database: `hulk assign` on a fresh checkout stays fast and
@@ -826,7 +447,7 @@ def _existing_client(settings: Settings) -> MlflowClient | None:
     db = sqlite_path(settings)
     if db is not None and not db.is_file():
         return None
-    return _client(tracking_uri(settings))
+    return mlflow_client(tracking_uri(settings))
 
 
 def _no_model(alias: str) -> InputError:
@@ -836,9 +457,9 @@ def _no_model(alias: str) -> InputError:
 
 def champion_exists(settings: Settings) -> bool:
     """Whether a version carries the champion alias (so `hulk assign` can default to the GNN)."""
-    client = _existing_client(settings)
+    client = _existingmlflow_client(settings)
     return client is not None and (
-        _alias_version(client, settings.mlflow.registered_model, CHAMPION) is not None
+        alias_version(client, settings.mlflow.registered_model, CHAMPION) is not None
     )
 
 
@@ -862,8 +483,8 @@ def load_model_files(
     import torch
 
     name = settings.mlflow.registered_model
-    client = _existing_client(settings)
-    found = None if client is None else _alias_version(client, name, alias)
+    client = _existingmlflow_client(settings)
+    found = None if client is None else alias_version(client, name, alias)
     if client is None or found is None:
         raise _no_model(alias)
     uri = tracking_uri(settings)
@@ -959,7 +580,7 @@ def log_placements(
     makespan = doc.get("makespan_s")
     with tracking(settings) as track:
         client = track.client
-        experiment_id = _ensure_experiment(client, settings, settings.mlflow.assignment_experiment)
+        experiment_id = ensure_experiment(client, settings, settings.mlflow.assignment_experiment)
         run = client.create_run(experiment_id, tags=tags, run_name=f"assign-{doc.get('run_id')}")
         try:
             now = int(time.time() * 1000)

@@ -39,7 +39,7 @@ from hulk.code_deps import module_files
 from hulk.data_folder import LEARNING_CURVE_CSV, LEARNING_CURVES_PNG, TRAINING_DIR, VALIDATED
 from hulk.placements import LATEST
 from hulk.settings import Settings
-from hulk.stages import StepResult
+from hulk.stages import BASELINE_SYSTEMS, StepResult, job_rows
 from hulk.stages import assign as stage_assign
 from hulk.stages import corpus as stage_corpus
 from hulk.stages import evaluate as stage_evaluate
@@ -149,14 +149,14 @@ def _validate_metrics(settings: Settings, result: StepResult[ValidateSummary]) -
 
 
 def _assign_metrics(settings: Settings, result: StepResult[AssignSummary]) -> dict[str, Any]:
-    jobs = result.summary.jobs
+    jobs = job_rows(result.summary.jobs)
     return {
         "strategy": result.summary.strategy,
         "makespan_s": result.summary.makespan_s,
         "jobs": len(jobs),
-        "placed": sum(j["status"] == "placed" for j in jobs),
-        "queued": sum(j["status"] == "queued" for j in jobs),
-        "machines_used": sum(len(j["machines"]) for j in jobs),
+        "placed": sum(j.status == "placed" for j in jobs),
+        "queued": sum(j.status == "queued" for j in jobs),
+        "machines_used": sum(len(j.machines) for j in jobs),
     }
 
 
@@ -164,20 +164,21 @@ def _evaluate_metrics(settings: Settings, result: StepResult[EvaluateSummary]) -
     """Makespan, and per job the plan's iteration time and its speed-up over the best of A/B/C;
     also writes the plot data (job, system, iteration_s)."""
     rows, per_job = [], {}
-    for job in result.summary.jobs:
-        plan = job["iteration_s"]
-        baselines = [job[f"{name}_s"] for name in "ABC" if job[f"{name}_s"] is not None]
+    for job in job_rows(result.summary.jobs):
+        plan = job.iteration_s
+        systems = [(name, job.baselines_s[name]) for name in BASELINE_SYSTEMS]
+        baselines = [value for _, value in systems if value is not None]
         best = min(baselines) if baselines else None
-        per_job[job["job"]] = {
+        per_job[job.job] = {
             "iteration_s": plan,
             "best_baseline_s": best,
             "speedup": best / plan if best is not None and plan else None,
         }
-        for system, value in (("plan", plan), *((n, job[f"{n}_s"]) for n in "ABC")):
+        for system, value in (("plan", plan), *systems):
             rows.append(
                 {
-                    "bar": f"{job['job']} {system}",
-                    "job": job["job"],
+                    "bar": f"{job.job} {system}",
+                    "job": job.job,
                     "system": system,
                     "iteration_s": value,
                 }

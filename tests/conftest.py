@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
+from hulk import fileio, schemas
 from hulk.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -30,3 +32,44 @@ def hulk47() -> Path:
     if not (HULK47 / "node_feature.csv").exists():
         pytest.skip(f"the paper's fleet is not at {HULK47} (../shared/datasets/hulk-47)")
     return HULK47
+
+
+@pytest.fixture
+def tiny(tmp_path: Path) -> Path:
+    """A data folder with six machines: 0–2 in Beijing, 3–5 in Tokyo, every pair linked."""
+    data = tmp_path / "data"
+    ids = list(range(6))
+    beijing = [i < 3 for i in ids]
+    inventory = pd.DataFrame(
+        {
+            "node_id": ids,
+            "city": ["Beijing" if b else "Tokyo" for b in beijing],
+            "country": ["China" if b else "Japan" for b in beijing],
+            "lat": [39.9 if b else 35.7 for b in beijing],
+            "lon": [116.4 if b else 139.7 for b in beijing],
+            "compute_capability": 8.0,
+            "gpu_count": 8,
+            "memory_gb": 320.0,
+            "status": "active",
+        }
+    )
+    pairs = [(i, j) for i in ids for j in ids if i < j]
+    latency = [1.0 if beijing[i] == beijing[j] else 40.0 for i, j in pairs]
+    links = pd.DataFrame(
+        {
+            "src": [p[0] for p in pairs],
+            "dst": [p[1] for p in pairs],
+            "samples": 100,
+            "loss_rate": 0.0,
+            "latency_p50_ms": latency,
+            "latency_p95_ms": latency,
+            "latency_mean_ms": latency,
+            "alpha_ms": latency,
+            "beta_gbps": float("nan"),
+        }
+    )
+    for column in ("window_start", "window_end"):
+        links[column] = pd.Series(pd.NaT, index=links.index, dtype=schemas.LINKS[column])
+    fileio.write_csv(data / schemas.INVENTORY_FILE, schemas.conform(inventory, schemas.INVENTORY))
+    fileio.write_parquet(data / schemas.LINKS_FILE, schemas.conform(links, schemas.LINKS))
+    return data

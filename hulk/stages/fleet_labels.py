@@ -182,7 +182,7 @@ def fleet_labels(
 
     started = time.perf_counter()
     now = now or dt.datetime.now(dt.UTC)
-    inventory, links = load_frames(data_dir)
+    inventory, links = load_frames(data_dir, settings)
     snapshots = link_snapshots(data_dir, inventory, links, settings, now)
     jobs_file = settings.assign.jobs_file
     # Sizes only: a job's length and times do not change its label.
@@ -304,7 +304,7 @@ def load_labelled(data_dir: Path, settings: Settings) -> list[LabelledSample]:
             "labels.stale",
             f"the samples were drawn for another {inventory_file.name}: run `hulk stage labels`",
         )
-    inventory, _ = load_frames(data_dir)
+    inventory, _ = load_frames(data_dir, settings)
     cache = LabelCache.from_text((out / LABELS_FILE).read_text(encoding="utf-8"))
     snapshots: dict[str, pd.DataFrame] = {}
     result = []

@@ -7,7 +7,7 @@ import datetime as dt
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -19,13 +19,16 @@ from hulk.settings import Settings
 from hulk.stages import StepResult, Summary
 from hulk.stages.assign import placement_rows
 
+if TYPE_CHECKING:
+    from hulk.assign import Move
+
 
 @dataclass(frozen=True)
 class ReplanSummary(Summary):
     strategy: str
     run_id: str
     replanned_from: str | None  # the run id of the placements re-planned
-    moves: list[dict[str, Any]]
+    moves: list[Move]  # per job that changed (`to_dict`: the metrics' and the file's form)
     jobs: list[dict[str, Any]]  # `placement_rows` on the changed fleet
     makespan_s: float | None
 
@@ -34,7 +37,7 @@ class ReplanSummary(Summary):
             "strategy": self.strategy,
             "run_id": self.run_id,
             "from": self.replanned_from,
-            "moves": self.moves,
+            "moves": [move.to_dict() for move in self.moves],
             "jobs": self.jobs,
             "makespan_s": self.makespan_s,
         }
@@ -131,7 +134,7 @@ def run(
             strategy=strategy,
             run_id=doc["run_id"],
             replanned_from=before.doc.get("run_id"),
-            moves=moves,
+            moves=list(moved),
             jobs=placement_rows(new, fleet_after),
             makespan_s=doc["makespan_s"],
         ),

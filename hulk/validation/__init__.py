@@ -11,7 +11,9 @@ The functions are pure: they take explicit arguments and return findings
 error findings (the caller decides, with `hulk.findings.raise_on_errors`), but a file that cannot
 be read at all (missing, unparseable, missing or mistyped columns) raises `InputError` at once.
 
-- `validate_inventory(inventory, path, settings)` → findings
+- `validate_inventory(inventory, path, settings)` → findings; `check_inventory` → the same
+  findings from the same rules without GX (milliseconds: what planning runs), and
+  `require_valid_inventory` raises on their errors
 - `validate_logs(logs_dir, inventory, settings, now, window_days, progress)` → `LogValidation`
   (findings, and the quarantined raw rows with the rule and file that caught them); its day
   partitions fan out (`plan_days` → `validate_log_day` on any executor → `merge_days`, same
@@ -26,7 +28,12 @@ Each module documents its rules: `hulk.validation.inventory`, `hulk.validation.l
 `hulk.validation.links`.
 """
 
-from hulk.validation.inventory import read_inventory, validate_inventory
+from hulk.validation.inventory import (
+    check_inventory,
+    read_inventory,
+    require_valid_inventory,
+    validate_inventory,
+)
 from hulk.validation.links import read_links, validate_links
 from hulk.validation.logs import QUARANTINE_COLUMNS, LogValidation, validate_logs
 from hulk.validation.run import ValidationReport, record_link_validation, run_validation
@@ -35,9 +42,11 @@ __all__ = [
     "QUARANTINE_COLUMNS",
     "LogValidation",
     "ValidationReport",
+    "check_inventory",
     "read_inventory",
     "read_links",
     "record_link_validation",
+    "require_valid_inventory",
     "run_validation",
     "validate_inventory",
     "validate_links",

@@ -8,21 +8,31 @@ range (`inventory.compute_capability`, `inventory.gpu_count`, `inventory.memory_
 resolves offline (`hulk.geo.resolve_city`, as `hulk import-hulk` resolves its places); a machine
 left without coordinates is only a warning (`inventory.missing_coordinates`): checks that need a
 location skip it.
+
+The row rules are defined once (`rules`) and run two ways: by Great Expectations in `hulk
+validate` (`validate_inventory`: report and Data Docs) and with pandas wherever the inventory is
+read for planning (`check_inventory`, `require_valid_inventory`: same rules, same findings, no
+GX start-up).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pandas as pd
 
 from hulk import schemas
 from hulk.errors import InputError
-from hulk.findings import Finding, Severity
+from hulk.findings import Finding, Severity, raise_on_errors
 from hulk.settings import ValidateSettings
 from hulk.validation._common import encoding_error, finding, frame_records, name_list, plural
 from hulk.validation._gx import Check, CheckResult, GxSession, make_check
+
+if TYPE_CHECKING:
+    from great_expectations.expectations import Expectation
 
 SUITE = "hulk.inventory"
 INTEGER_COLUMNS = [c for c, t in schemas.INVENTORY.items() if t == "int64"]
@@ -134,72 +144,94 @@ def schema_problems(frame: pd.DataFrame, schema: dict[str, str]) -> list[str]:
     return problems
 
 
+@dataclass(frozen=True)
+class InventoryRule:
+    """One rule on the inventory's rows, defined once and evaluated two ways: as a Great
+    Expectations expectation (`checks`: `hulk validate`, its report and Data Docs) and with
+    pandas (`offending`: `check_inventory`, what planning runs before it trusts the file,
+    in milliseconds where a GX run costs seconds). Both skip empty values, as GX does, except
+    the ``not_null`` kind, which is about them."""
+
+    rule: str
+    severity: Severity
+    column: str
+    kind: Literal["unique", "not_null", "between", "in_set"]
+    low: float | None = None
+    high: float | None = None
+    strict_low: bool = False  # low itself breaks the rule
+    values: tuple[str, ...] = ()  # the allowed values of an ``in_set`` rule
+
+    def expectation(self) -> Expectation:
+        import great_expectations.expectations as gxe
+
+        if self.kind == "unique":
+            return gxe.ExpectColumnValuesToBeUnique(column=self.column)
+        if self.kind == "not_null":
+            return gxe.ExpectColumnValuesToNotBeNull(column=self.column)
+        if self.kind == "in_set":
+            return gxe.ExpectColumnValuesToBeInSet(column=self.column, value_set=list(self.values))
+        bounds: dict[str, Any] = {}
+        if self.low is not None:
+            bounds["min_value"] = self.low
+        if self.high is not None:
+            bounds["max_value"] = self.high
+        if self.strict_low:
+            bounds["strict_min"] = True
+        return gxe.ExpectColumnValuesToBeBetween(column=self.column, **bounds)
+
+    def offending(self, frame: pd.DataFrame) -> np.ndarray:
+        """Row positions (int64) of `frame` that break the rule, as GX reports them."""
+        column = frame[self.column]
+        if self.kind == "not_null":
+            bad = column.isna()
+        elif self.kind == "unique":
+            bad = column.notna() & column.duplicated(keep=False)
+        elif self.kind == "in_set":
+            bad = column.notna() & ~column.isin(self.values)
+        else:
+            values = pd.to_numeric(column, errors="coerce")
+            bad = pd.Series(False, index=frame.index)
+            if self.low is not None:
+                bad |= values <= self.low if self.strict_low else values < self.low
+            if self.high is not None:
+                bad |= values > self.high
+            bad &= values.notna()
+        return np.flatnonzero(bad.fillna(False).to_numpy(dtype=bool)).astype("int64")
+
+
+def rules(settings: ValidateSettings) -> list[InventoryRule]:
+    """The inventory's row rules, in the suite's order (after the column check)."""
+    low, high = settings.compute_capability.low, settings.compute_capability.high
+    return [
+        InventoryRule("inventory.unique_node_id", "error", "node_id", "unique"),
+        *(InventoryRule("inventory.missing_value", "error", c, "not_null") for c in REQUIRED),
+        InventoryRule(
+            "inventory.compute_capability", "error", "compute_capability", "between", low, high
+        ),
+        InventoryRule("inventory.gpu_count", "error", "gpu_count", "between", low=1),
+        InventoryRule("inventory.memory_gb", "error", "memory_gb", "between", 0, strict_low=True),
+        InventoryRule(
+            "inventory.status", "error", "status", "in_set", values=schemas.MACHINE_STATUSES
+        ),
+        InventoryRule("inventory.coordinates", "error", "lat", "between", -90, 90),
+        InventoryRule("inventory.coordinates", "error", "lon", "between", -180, 180),
+        InventoryRule("inventory.missing_coordinates", "warning", "lat", "not_null"),
+        InventoryRule("inventory.missing_coordinates", "warning", "lon", "not_null"),
+    ]
+
+
 def checks(settings: ValidateSettings) -> list[Check]:
-    """The expectations of the inventory suite."""
+    """The expectations of the inventory suite: the column check, then `rules`."""
     import great_expectations.expectations as gxe
 
-    low, high = settings.compute_capability.low, settings.compute_capability.high
-    made = [
+    return [
         make_check(
             "inventory.schema",
             "error",
             gxe.ExpectTableColumnsToMatchSet(column_set=list(schemas.INVENTORY), exact_match=False),
         ),
-        make_check(
-            "inventory.unique_node_id", "error", gxe.ExpectColumnValuesToBeUnique(column="node_id")
-        ),
+        *(make_check(r.rule, r.severity, r.expectation()) for r in rules(settings)),
     ]
-    made += [
-        make_check("inventory.missing_value", "error", gxe.ExpectColumnValuesToNotBeNull(column=c))
-        for c in REQUIRED
-    ]
-    made += [
-        make_check(
-            "inventory.compute_capability",
-            "error",
-            gxe.ExpectColumnValuesToBeBetween(
-                column="compute_capability", min_value=low, max_value=high
-            ),
-        ),
-        make_check(
-            "inventory.gpu_count",
-            "error",
-            gxe.ExpectColumnValuesToBeBetween(column="gpu_count", min_value=1),
-        ),
-        make_check(
-            "inventory.memory_gb",
-            "error",
-            gxe.ExpectColumnValuesToBeBetween(column="memory_gb", min_value=0, strict_min=True),
-        ),
-        make_check(
-            "inventory.status",
-            "error",
-            gxe.ExpectColumnValuesToBeInSet(
-                column="status", value_set=list(schemas.MACHINE_STATUSES)
-            ),
-        ),
-        make_check(
-            "inventory.coordinates",
-            "error",
-            gxe.ExpectColumnValuesToBeBetween(column="lat", min_value=-90, max_value=90),
-        ),
-        make_check(
-            "inventory.coordinates",
-            "error",
-            gxe.ExpectColumnValuesToBeBetween(column="lon", min_value=-180, max_value=180),
-        ),
-        make_check(
-            "inventory.missing_coordinates",
-            "warning",
-            gxe.ExpectColumnValuesToNotBeNull(column="lat"),
-        ),
-        make_check(
-            "inventory.missing_coordinates",
-            "warning",
-            gxe.ExpectColumnValuesToNotBeNull(column="lon"),
-        ),
-    ]
-    return made
 
 
 _MESSAGES = {
@@ -226,26 +258,58 @@ def validate_inventory(
     *,
     session: GxSession | None = None,
 ) -> list[Finding]:
-    """Check an inventory frame (schemas.INVENTORY); returns findings, never raises on them.
+    """Check an inventory frame (schemas.INVENTORY) with the ``hulk.inventory`` GX suite;
+    returns findings, never raises on them.
 
     `session` is the Great Expectations session to validate through (an in-memory one when
     None); `path` names the file in the findings.
     """
-    problems = schema_problems(inventory, schemas.INVENTORY)
-    if problems:
-        return [
-            finding(
-                "error",
-                "inventory.schema",
-                path,
-                "the inventory does not have the expected columns: " + "; ".join(problems),
-                count=len(problems),
-            )
-        ]
+    schema = _schema_finding(inventory, path)
+    if schema is not None:
+        return [schema]
     frame = inventory.reset_index(drop=True)
     session = session or GxSession.ephemeral(examples=settings.examples)
     results = session.validate(SUITE, lambda: checks(settings), frame, Path(path).name or path)
     return _findings(results, frame, path, settings)
+
+
+def check_inventory(
+    inventory: pd.DataFrame, path: str, settings: ValidateSettings
+) -> list[Finding]:
+    """The same findings as `validate_inventory` (the same `rules`, messages and examples),
+    evaluated with pandas instead of Great Expectations: no report, no Data Docs, and fast
+    enough for every assign run."""
+    schema = _schema_finding(inventory, path)
+    if schema is not None:
+        return [schema]
+    frame = inventory.reset_index(drop=True)
+    results = []
+    for rule in rules(settings):
+        rows = rule.offending(frame)
+        results.append(CheckResult(rule.rule, rule.severity, len(rows) == 0, len(rows), rows))
+    return _findings(results, frame, path, settings)
+
+
+def require_valid_inventory(
+    inventory: pd.DataFrame, path: str | Path, settings: ValidateSettings
+) -> None:
+    """Refuse an inventory that breaks an error rule (`check_inventory`): an `InputError`
+    naming the file, the rule and the machines, before anything is planned or written.
+    Warnings (machines without coordinates) do not stop planning."""
+    raise_on_errors(check_inventory(inventory, str(path), settings))
+
+
+def _schema_finding(inventory: pd.DataFrame, path: str) -> Finding | None:
+    problems = schema_problems(inventory, schemas.INVENTORY)
+    if not problems:
+        return None
+    return finding(
+        "error",
+        "inventory.schema",
+        path,
+        "the inventory does not have the expected columns: " + "; ".join(problems),
+        count=len(problems),
+    )
 
 
 def _findings(

@@ -9,7 +9,8 @@ pure function, any process may run it) reads and validates one in a GX session o
 returns a `DayOutcome`, and `merge_days` folds the outcomes in day order into the window's
 `LogValidation` and records each batch's GX result in the caller's session (its Data Docs).
 `validate_logs(..., map_days=)` runs the three with `map` or any executor's map; the results do
-not depend on which.
+not depend on which. Reading the files is `hulk.validation.log_files`; the rules over the whole
+window are `hulk.validation.log_window`.
 
 Per batch (rule → what happens to the offending rows):
 
@@ -33,7 +34,7 @@ A row that breaks several rules is quarantined once, under the first rule of `QU
 (a finding counts every row that breaks its rule). Rows with an unknown machine are listed in
 the quarantine too.
 
-Over the whole window (quarantined rows never count):
+Over the whole window (`hulk.validation.log_window`; quarantined rows never count):
 
 - `logs.empty_window` (error): no probe at all in the window, or none left after quarantine;
 - `logs.missing_days` (warning): whole UTC days of the window without any probe, named;
@@ -49,23 +50,18 @@ from __future__ import annotations
 import datetime as dt
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from hulk import schemas
-from hulk.errors import InputError
 from hulk.findings import Finding
-from hulk.parquet_columns import LOG_RULES, checked_schema
 from hulk.settings import LATENCY_PROBE_BYTES, ValidateSettings
 from hulk.validation._common import (
     Machines,
     Tally,
-    encoding_error,
     finding,
     frame_records,
     name_list,
@@ -80,6 +76,8 @@ from hulk.validation._gx import (
     make_check,
     worker_session,
 )
+from hulk.validation.log_files import LogBatch, log_batches, read_batch
+from hulk.validation.log_window import LogWindow, micros, window_findings
 
 SUITE = "hulk.logs"
 Progress = Callable[[int, int], None] | None
@@ -124,8 +122,6 @@ _REASONS = {
     "with conflicting elapsed_ms or status; every copy is quarantined, none is kept",
     "logs.faster_than_light": "are faster than light in fiber between the two machines",
 }
-_NULLABLE = {"elapsed_ms"}
-_US = pd.Timedelta(microseconds=1)
 
 
 @dataclass
@@ -139,141 +135,6 @@ class LogValidation:
     window_start: pd.Timestamp | None = None
     window_end: pd.Timestamp | None = None
     quarantined_by_rule: dict[str, int] = field(default_factory=dict)
-
-
-# --------------------------------------------------------------------------------------------
-# Reading
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LogBatch:
-    label: str  # "day=2026-11-20" or the file name
-    day: dt.date | None
-    files: tuple[Path, ...]
-
-
-def _batches(logs_dir: Path) -> tuple[list[LogBatch], str]:
-    """The log files grouped into batches (one per day partition, else one per file)."""
-    from hulk.ingest import discover_logs
-
-    try:
-        log_set = discover_logs(Path(logs_dir))
-    except InputError as exc:
-        if exc.rule == "no-log-files" and Path(logs_dir).is_dir():
-            return [], "parquet"  # an empty folder: reported as an empty window
-        raise
-    by_day: dict[dt.date, list[Path]] = defaultdict(list)
-    loose: list[LogBatch] = []
-    for log_file in log_set.files:
-        if log_file.day is None:
-            loose.append(LogBatch(log_file.path.name, None, (log_file.path,)))
-        else:
-            by_day[log_file.day].append(log_file.path)
-    days = [LogBatch(f"day={d.isoformat()}", d, tuple(sorted(by_day[d]))) for d in sorted(by_day)]
-    return days + loose, log_set.format
-
-
-# What each log column becomes once read (naive timestamps are taken as UTC).
-_ARROW_TYPES: dict[str, pa.DataType] = {
-    "ts": pa.timestamp("us", tz="UTC"),
-    "src": pa.int64(),
-    "dst": pa.int64(),
-    "msg_bytes": pa.int64(),
-    "elapsed_ms": pa.float64(),
-    "status": pa.string(),
-}
-
-
-def _read_parquet(path: Path) -> pa.Table:
-    """The log columns of one Parquet file in schemas.LOGS types (naive ts is taken as UTC)."""
-    checked_schema(path, LOG_RULES, "logs")
-    try:
-        table = pq.read_table(path, columns=list(schemas.LOGS))
-    except (pa.ArrowException, OSError) as exc:
-        raise InputError(path, "logs.readable", f"not a readable Parquet file: {exc}") from None
-    columns = []
-    for column, target in _ARROW_TYPES.items():
-        expected = LOG_RULES[column][0]
-        data = table.column(column)
-        if column not in _NULLABLE and data.null_count:
-            raise InputError(
-                path,
-                "logs.schema",
-                f"column {column!r} has {plural(data.null_count, 'empty value')}; "
-                "only elapsed_ms may be empty",
-            )
-        try:
-            columns.append(data.cast(target, safe=column != "ts"))
-        except pa.ArrowInvalid as exc:
-            raise InputError(
-                path, "logs.schema", f"column {column!r} must be {expected}: {exc}"
-            ) from None
-    return pa.table(columns, names=list(schemas.LOGS))
-
-
-def _read_csv(path: Path) -> pa.Table:
-    """The log columns of one CSV file; values that do not parse name the column and line."""
-    try:
-        raw = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
-    except UnicodeDecodeError:
-        raise encoding_error(path, "logs.encoding") from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise InputError(path, "logs.readable", f"cannot parse the CSV file: {exc}") from None
-    raw.columns = [str(c).strip() for c in raw.columns]
-    out: dict[str, object] = {}
-    for column, target in _ARROW_TYPES.items():
-        expected = LOG_RULES[column][0]
-        if column not in raw.columns:
-            raise InputError(
-                path,
-                "logs.schema",
-                f"column {column!r} is missing from the header "
-                f"(log columns: {', '.join(schemas.LOGS)})",
-            )
-        text = raw[column].str.strip()
-        empty = text == ""
-        if column == "status":
-            values = text
-            bad = empty
-        elif column == "ts":
-            values = pd.to_datetime(text.where(~empty), utc=True, format="ISO8601", errors="coerce")
-            bad = values.isna()
-        else:
-            values = pd.to_numeric(text.where(~empty), errors="coerce")
-            bad = values.isna() & ~(empty & (column in _NULLABLE))
-            if target == pa.int64():
-                bad |= values.notna() & (values != np.round(values))
-        if bad.any():
-            rows = raw.index[bad.to_numpy()]
-            raise InputError(
-                path,
-                "logs.schema",
-                f"column {column!r} must be {expected}"
-                + (" or empty" if column in _NULLABLE else "")
-                + f" on every row: {plural(len(rows), 'bad value')}",
-                [f"line {i + 2}: {column}={raw.at[i, column]!r}" for i in rows[:5]],
-            )
-        if column == "ts":
-            out[column] = pa.array(values.dt.as_unit("us"), type=target)
-        elif column == "status":
-            out[column] = pa.array(values.to_numpy(dtype=object), type=target)
-        else:
-            out[column] = pa.array(values.to_numpy(dtype="float64"), from_pandas=True).cast(target)
-    return pa.table(out)
-
-
-def _read_batch(batch: LogBatch, fmt: str) -> tuple[pd.DataFrame, np.ndarray]:
-    """One batch's rows (schemas.LOGS, RangeIndex) and the first row of each file in it."""
-    read = _read_parquet if fmt == "parquet" else _read_csv
-    tables = [read(path) for path in batch.files]
-    offsets = np.cumsum([0] + [t.num_rows for t in tables])[:-1]
-    table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-    frame = table.to_pandas()
-    # Categorical: GX filters the whole frame once per expectation, and taking rows of an
-    # Arrow-backed string column costs more than all the other columns together.
-    frame["status"] = frame["status"].astype("category")
-    return frame, offsets
 
 
 # --------------------------------------------------------------------------------------------
@@ -403,30 +264,6 @@ def checks() -> list[Check]:
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass
-class LogWindow:
-    start: pd.Timestamp  # end − window_days
-    end: pd.Timestamp  # the window's end (now, unless the caller aligns it with ingest's)
-    latest: pd.Timestamp  # now + future_skew_s: later is "in the future"
-
-    def bounds(self, day: dt.date | None) -> tuple[pd.Timestamp, pd.Timestamp]:
-        """Inclusive [min, max] of a valid ts in a batch of this day (None: any day)."""
-        low, high = self.start, self.latest
-        if day is not None:
-            day_start = pd.Timestamp(day, tz="UTC")
-            low = max(low, day_start)
-            high = min(high, day_start + pd.Timedelta(days=1) - _US)
-        if low > high:  # a partition after now: nothing in it can be valid
-            low = high = self.latest
-        return low, high
-
-    def days(self) -> list[dt.date]:
-        """The UTC days that lie wholly inside the window (partial days at its ends may be
-        partly logged, so they are never reported missing)."""
-        first, end = self.start.ceil("D"), self.end.floor("D")
-        return [d.date() for d in pd.date_range(first, end, freq="D", inclusive="left")]
-
-
 @dataclass(frozen=True)
 class LogDay:
     """One batch to validate and all it needs: picklable, so that any worker can run it."""
@@ -483,7 +320,7 @@ class LogPlan:
 
 
 @dataclass
-class _Totals:
+class Totals:
     """What is gathered over the batches (only rows that pass count, except `rows`)."""
 
     machines: Machines
@@ -520,11 +357,6 @@ class _Totals:
                 self.pair_ms[code].append(part)
 
 
-def _micros(stamp: pd.Timestamp) -> int:
-    """Microseconds since the epoch (Timestamp.value is always in nanoseconds)."""
-    return int(stamp.value // 1000)
-
-
 def plan_days(
     logs_dir: Path,
     inventory: pd.DataFrame,
@@ -542,7 +374,7 @@ def plan_days(
     InputError for a log folder without log files.
     """
     logs_dir = Path(logs_dir)
-    batches, fmt = _batches(logs_dir)
+    batches, fmt = log_batches(logs_dir)
     now_ts = utc_timestamp(now)
     end_ts = now_ts if window_end is None else utc_timestamp(window_end)
     window = LogWindow(
@@ -620,7 +452,7 @@ def merge_days(
     expected = [d.batch.label for d in plan.days]
     if labels != expected or [o.index for o in ordered] != list(range(len(plan.days))):
         raise ValueError(f"outcomes of batches {labels} do not match the plan's {expected}")
-    totals = _Totals(plan.machines, plan.probe_bytes)
+    totals = Totals(plan.machines, plan.probe_bytes)
     for outcome in ordered:
         totals.add(outcome, plan.settings.examples)
         if session is not None and outcome.gx is not None:
@@ -628,7 +460,7 @@ def merge_days(
 
     settings, window, where = plan.settings, plan.window, str(plan.logs_dir)
     findings = _row_findings(totals, where, settings)
-    findings += _window_findings(totals, window, settings, where, len(plan.days))
+    findings += window_findings(totals, window, settings, where, len(plan.days))
     quarantine = (
         pd.concat(totals.quarantine, ignore_index=True)
         if totals.quarantine
@@ -653,7 +485,7 @@ def validate_log_day(day: LogDay) -> DayOutcome:
 
     Raises InputError for a file that cannot be read, naming the file and column.
     """
-    frame, offsets = _read_batch(day.batch, day.fmt)
+    frame, offsets = read_batch(day.batch, day.fmt)
     session = worker_session(day.run_time, day.settings.examples)
     return _validate_batch(day, frame, offsets, session)
 
@@ -747,8 +579,8 @@ def _flagged_rows(
         rows = result.unexpected_index
         if result.rule == "logs.timestamp":
             ts = ts_us[rows]
-            future = ts > _micros(window.latest)
-            early = ts < _micros(window.start)
+            future = ts > micros(window.latest)
+            early = ts < micros(window.start)
             flagged["logs.future_timestamp"].append(rows[future])
             flagged["logs.outside_window"].append(rows[early & ~future])
             flagged["logs.wrong_partition"].append(rows[~early & ~future])
@@ -806,7 +638,7 @@ def _conflicting(copies: pd.DataFrame) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 
 
-def _row_findings(totals: _Totals, where: str, settings: ValidateSettings) -> list[Finding]:
+def _row_findings(totals: Totals, where: str, settings: ValidateSettings) -> list[Finding]:
     found = []
     for rule in QUARANTINE_ORDER:
         tally = totals.tallies.get(rule)
@@ -846,113 +678,3 @@ def _conflict_example(examples: list[dict]) -> str:
         f"; e.g. {first.get('src')}->{first.get('dst')} at {first.get('ts')} "
         f"({first.get('msg_bytes')} B): " + ", ".join(value(e) for e in copies)
     )
-
-
-def _window_findings(
-    totals: _Totals, window: LogWindow, settings: ValidateSettings, where: str, batches: int
-) -> list[Finding]:
-    span = f"[{window.start.isoformat()}, {window.end.isoformat()}]"
-    if totals.rows == 0:
-        message = f"no probes in the window {span}: " + (
-            f"the {plural(batches, 'partition')} in it hold no rows"
-            if batches
-            else "no partition lies in it"
-        )
-        return [finding("error", "logs.empty_window", where, message)]
-    if totals.kept == 0:
-        message = f"all {plural(totals.rows, 'probe')} in the window {span} were quarantined"
-        return [finding("error", "logs.empty_window", where, message, totals.rows)]
-    found = []
-    missing = [d for d in window.days() if d not in totals.days]
-    if missing:
-        names = [d.isoformat() for d in missing]
-        found.append(
-            finding(
-                "warning",
-                "logs.missing_days",
-                where,
-                f"{len(missing)} of the window's {len(window.days())} whole days have no probes: "
-                f"{name_list(names)}",
-                len(missing),
-                [{"day": d} for d in names[: settings.examples]],
-            )
-        )
-    found += _stale_machines(totals, window, settings, where)
-    found += _asymmetric_pairs(totals, settings, where)
-    return found
-
-
-def _stale_machines(
-    totals: _Totals, window: LogWindow, settings: ValidateSettings, where: str
-) -> list[Finding]:
-    machines = totals.machines
-    since = window.end - pd.Timedelta(hours=settings.stale_after_hours)
-    since_us = _micros(since)
-    stale = np.flatnonzero(machines.active & (totals.last_ok < since_us))
-    if len(stale) == 0:
-        return []
-    order = stale[np.argsort(totals.last_ok[stale], kind="stable")]
-    examples = [
-        {
-            "node_id": int(machines.ids[i]),
-            "city": machines.city[i],
-            "last_ok_probe": None
-            if totals.last_ok[i] == np.iinfo("int64").min
-            else pd.Timestamp(totals.last_ok[i], unit="us", tz="UTC").isoformat(),
-        }
-        for i in order[: settings.examples]
-    ]
-    message = (
-        f"{plural(len(stale), 'active machine')} had no successful probe from or to them in the "
-        f"last {settings.stale_after_hours:g} h of the window (since {since.isoformat()}): "
-        f"{name_list(machines.ids[stale].tolist())}"
-    )
-    found = finding("warning", "logs.stale_machine", where, message, len(stale), examples)
-    return [replace(found, machines=sorted(int(n) for n in machines.ids[stale]))]
-
-
-def _asymmetric_pairs(totals: _Totals, settings: ValidateSettings, where: str) -> list[Finding]:
-    """Pairs whose two directions' median latencies differ strongly (exact medians)."""
-    if not totals.pair_ms:
-        return []
-    codes = np.fromiter(totals.pair_ms, dtype="int64", count=len(totals.pair_ms))
-    medians, probes = np.empty(len(codes)), np.empty(len(codes), dtype="int64")
-    for k, code in enumerate(codes.tolist()):
-        values = np.concatenate(totals.pair_ms[code])
-        medians[k], probes[k] = np.median(values.astype("float64")), len(values)
-    totals.pair_ms.clear()
-    stats = pd.DataFrame({"median": medians, "probes": probes}, index=codes)
-    count = len(totals.machines)
-    src_row, dst_row = np.divmod(stats.index.to_numpy(dtype="int64"), count)
-    stats["a"], stats["b"] = np.minimum(src_row, dst_row), np.maximum(src_row, dst_row)
-    stats["forward"] = src_row < dst_row
-    forward = stats[stats["forward"]].set_index(["a", "b"])
-    reverse = stats[~stats["forward"]].set_index(["a", "b"])
-    both = forward.join(reverse, lsuffix="_ab", rsuffix="_ba", how="inner")
-    slow = both[["median_ab", "median_ba"]].max(axis=1)
-    fast = both[["median_ab", "median_ba"]].min(axis=1)
-    strong = (slow >= settings.asymmetry_ratio * fast) & (slow - fast >= settings.asymmetry_min_ms)
-    hits = both[strong].assign(ratio=(slow / fast.where(fast > 0))[strong])
-    if hits.empty:
-        return []
-    hits = hits.sort_values("ratio", ascending=False, na_position="first")
-    ids = totals.machines.ids
-    pairs = [(int(ids[a]), int(ids[b])) for a, b in hits.index]
-    examples = [
-        {
-            "src": int(ids[a]),
-            "dst": int(ids[b]),
-            "median_ms": float(row.median_ab),
-            "reverse_median_ms": float(row.median_ba),
-            "probes": int(row.probes_ab),
-            "reverse_probes": int(row.probes_ba),
-        }
-        for (a, b), row in hits.head(settings.examples).iterrows()
-    ]
-    message = (
-        f"{plural(len(pairs), 'pair')} differ strongly by direction (median of the successful "
-        f"{totals.probe_bytes}-byte probes {settings.asymmetry_ratio:g}x and "
-        f"{settings.asymmetry_min_ms:g} ms or more apart): "
-        + name_list(f"{a}<->{b}" for a, b in pairs)
-    )
-    return [finding("warning", "logs.asymmetric_pair", where, message, len(pairs), examples)]

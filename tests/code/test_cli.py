@@ -76,6 +76,7 @@ def test_progress_without_a_terminal_is_log_lines(capsys: pytest.CaptureFixture[
     assert len(lines) == 11  # every 10 %
 
 
+@pytest.mark.slow
 def test_stages_chain_every_step(tmp_path: Path, params: Path) -> None:
     # `hulk run` is generate + the nightly Prefect flow (tests/flows); the DVC stages run the
     # same steps one by one, without training (the teacher places the jobs).
@@ -104,6 +105,7 @@ def test_stages_chain_every_step(tmp_path: Path, params: Path) -> None:
     assert (data / "placements" / "latest.png").exists()
 
 
+@pytest.mark.slow
 def test_steps_one_by_one_and_ingest_reuses_validation(generated: Path, params: Path) -> None:
     assert invoke("--params", params, "validate", "--data", generated).exit_code == 0
     assert (generated / "validation" / "validated.json").exists()
@@ -116,6 +118,7 @@ def test_steps_one_by_one_and_ingest_reuses_validation(generated: Path, params: 
     assert (generated / "links.parquet").read_bytes() == first
 
 
+@pytest.mark.slow
 def test_append_day_adds_the_next_partition(generated: Path, params: Path) -> None:
     before = sorted(p.name for p in (generated / "logs").iterdir())
     result = invoke("--params", params, "generate", "--out", generated, "--append-day")
@@ -133,6 +136,7 @@ def test_unknown_params_key_is_named(tmp_path: Path) -> None:
     assert "generate.dayz: unknown key" in result.output
 
 
+@pytest.mark.slow
 def test_broken_partition_stops_before_the_link_table(generated: Path, params: Path) -> None:
     day = sorted((generated / "logs").iterdir())[-1] / "probes.parquet"
     table = pq.read_table(day).drop_columns(["elapsed_ms"])
@@ -144,6 +148,7 @@ def test_broken_partition_stops_before_the_link_table(generated: Path, params: P
     assert not (generated / "links.parquet").exists()
 
 
+@pytest.mark.slow
 def test_bad_row_is_quarantined_and_the_run_goes_on(generated: Path, params: Path) -> None:
     day = sorted((generated / "logs").iterdir())[-1] / "probes.parquet"
     frame = pd.read_parquet(day)
@@ -159,6 +164,7 @@ def test_bad_row_is_quarantined_and_the_run_goes_on(generated: Path, params: Pat
     assert invoke("--params", params, "ingest", "--out", generated).exit_code == 0
 
 
+@pytest.mark.slow
 def test_unknown_machine_in_logs_is_an_error(generated: Path, params: Path) -> None:
     inventory = pd.read_csv(generated / "machines.csv")
     inventory[inventory["node_id"] != 3].to_csv(generated / "machines.csv", index=False)
@@ -180,6 +186,7 @@ def test_import_hulk_bad_file_names_file_and_line(tmp_path: Path) -> None:
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_import_hulk_then_graph(hulk47: Path, tmp_path: Path) -> None:
     out = tmp_path / "imported"
     result = invoke(

@@ -336,6 +336,7 @@ def test_hulk47_replan_of_a_whole_fleet_system(paper: Path) -> None:
 
 
 @needs_teacher
+@pytest.mark.slow
 def test_hulk47_teacher_assign_evaluate_replan(paper: Path, tmp_path: Path) -> None:
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump(FAST))

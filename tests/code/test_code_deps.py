@@ -68,6 +68,7 @@ def test_direct_imports_tell_attributes_from_submodules(package: Path) -> None:
 
 
 @pytest.mark.parametrize("step", steps.STEPS, ids=lambda step: step.name)
+@pytest.mark.slow
 def test_code_deps_hold_every_module_the_stage_imports(step: steps.Step) -> None:
     """Python's own record (`sys.modules` after importing the stage module in a fresh
     interpreter) against the code deps of the step's DVC stage."""

@@ -143,6 +143,7 @@ def test_a_machine_that_stopped_reporting_moves_only_its_job(
     assert result.summary.queue is not None and result.summary.queue["drained"] == [silent]
 
 
+@pytest.mark.slow
 def test_two_assign_runs_at_once_leave_both_files_and_one_latest(
     tiny: Path, tmp_path: Path
 ) -> None:

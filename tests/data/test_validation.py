@@ -572,6 +572,7 @@ def _docs_runs(index: Path) -> set[str]:
     return {link.split("/")[-2] for link in links}
 
 
+@pytest.mark.slow
 def test_data_docs_show_warnings_as_passed_name_assets_and_keep_nights(tmp_path):
     inventory = make_inventory()
     fileio.write_csv(tmp_path / schemas.INVENTORY_FILE, inventory)

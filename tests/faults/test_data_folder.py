@@ -65,6 +65,7 @@ def _weights(folder: Path) -> set[str]:
     return {p.relative_to(folder).parts[0] for p in folder.rglob(registry.STATE_DICT_FILE)}
 
 
+@pytest.mark.slow
 def test_a_copied_and_moved_registry_uses_only_its_own_artifacts(tmp_path: Path) -> None:
     original = tmp_path / "orig"
     first = _train(Settings().with_data_dir(original), seed=1)

@@ -11,6 +11,7 @@ import datetime as dt
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from hulk import schemas
 from hulk.ingest import link_stats, window_end_for
@@ -74,6 +75,7 @@ def test_todays_partition_ends_the_window_now(tmp_path: Path) -> None:
     assert window_end_for(logs, NOW) == pd.Timestamp(NOW)
 
 
+@pytest.mark.slow
 def test_future_partition_on_the_command_line(generated: Path, params: Path) -> None:
     assert invoke("--params", params, "validate").exit_code == 0
     assert invoke("--params", params, "ingest").exit_code == 0

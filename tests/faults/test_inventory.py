@@ -107,6 +107,7 @@ def test_resolved_cities_take_part_in_the_light_check(tmp_path: Path) -> None:
     assert result.quarantine["rule"].tolist() == ["logs.faster_than_light"]
 
 
+@pytest.mark.slow
 def test_city_names_on_the_command_line(generated: Path, params: Path) -> None:
     assert invoke("--params", params, "validate").exit_code == 0
     with_coordinates = pd.read_parquet(generated / schemas.QUARANTINE_FILE)
@@ -161,6 +162,7 @@ def test_non_utf8_log_csv_names_the_line(tmp_path: Path) -> None:
     assert error.examples[0].startswith("line 8: ") and "\\xff\\xfe" in error.examples[0]
 
 
+@pytest.mark.slow
 def test_non_utf8_inventory_on_the_command_line(generated: Path, params: Path) -> None:
     assert invoke("--params", params, "validate").exit_code == 0
     assert invoke("--params", params, "ingest").exit_code == 0

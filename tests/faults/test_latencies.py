@@ -135,6 +135,7 @@ def test_exact_repeat_keeps_the_first_copy(tmp_path: Path) -> None:
     pd.testing.assert_frame_equal(_links(logs, result.quarantine), _links(clean))
 
 
+@pytest.mark.slow
 def test_bad_latencies_on_the_command_line(generated: Path, params: Path) -> None:
     assert invoke("--params", params, "validate").exit_code == 0
     assert invoke("--params", params, "ingest").exit_code == 0

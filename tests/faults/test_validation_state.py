@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from hulk import fileio, schemas
 from hulk.data_folder import VALIDATED, validated_quarantine
@@ -26,6 +27,7 @@ def _drop_machine(data: Path, node_id: int) -> bytes:
     return good
 
 
+@pytest.mark.slow
 def test_failed_validation_keeps_the_last_good_quarantine(generated: Path, params: Path) -> None:
     assert invoke("--params", params, "validate").exit_code == 0
     quarantine = generated / schemas.QUARANTINE_FILE
@@ -58,6 +60,7 @@ def test_failed_validation_keeps_the_last_good_quarantine(generated: Path, param
     assert 3 in set(links["src"]) | set(links["dst"])
 
 
+@pytest.mark.slow
 def test_a_quarantine_the_record_does_not_vouch_for_is_not_reused(
     generated: Path, params: Path
 ) -> None:
@@ -79,6 +82,7 @@ def test_a_quarantine_the_record_does_not_vouch_for_is_not_reused(
     assert (generated / schemas.LINKS_FILE).read_bytes() == good_links
 
 
+@pytest.mark.slow
 def test_an_unreadable_record_means_validate_again(generated: Path, params: Path) -> None:
     assert invoke("--params", params, "validate").exit_code == 0
     record = generated / schemas.VALIDATION_DIR / VALIDATED

@@ -138,6 +138,7 @@ def test_idle_machines_are_offered_to_the_slowest_job(settings: Settings) -> Non
     assert set(placed_with(2, width=3).nodes) == {0, 1}
 
 
+@pytest.mark.slow
 def test_the_teachers_own_groups_give_the_teachers_makespan(settings: Settings) -> None:
     # Perfect probabilities (the teacher's labels) on a small fleet where jobs compete: the
     # greedy pools alone starve later jobs (measured 1.5-2.8x the teacher on such mixes); the

@@ -365,6 +365,7 @@ def test_the_experiment_opens_on_the_model_training_view(history: History) -> No
         assert tags[registry.EXPERIMENT_KIND_TAG] == "genai_development"
 
 
+@pytest.mark.slow
 def test_epochs_keep_their_times_so_the_run_shows_how_long_training_took(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path)
     seconds = [1.5, 2.0, 2.5]
@@ -400,6 +401,7 @@ def test_the_ui_link_opens_the_model_training_view(history: History, tmp_path: P
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_version_loads_as_an_mlflow_pyfunc_model_and_predicts(tmp_path: Path) -> None:
     import mlflow.pyfunc
 
@@ -459,6 +461,7 @@ def test_runs_name_their_source_and_commit(history: History) -> None:
         assert "mlflow.source.git.commit" not in tags
 
 
+@pytest.mark.slow
 def test_the_training_data_is_logged_as_the_runs_dataset_input(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path)
     corpus = registry.TrainingData("corpus", str(tmp_path / "corpus.pt"), "ab" * 32)

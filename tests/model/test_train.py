@@ -86,6 +86,7 @@ def test_same_seed_same_weights_other_seed_other_weights(task) -> None:
     assert not all(torch.equal(state[k], other.model.state_dict()[k]) for k in state)
 
 
+@pytest.mark.slow
 def test_dropout_and_two_threads_stay_deterministic(task) -> None:
     train, val = task
     model = ModelSettings(hidden=16, layers=2, dropout=0.3)
