@@ -663,7 +663,7 @@ def cached_corpus(settings: Settings, seed: int) -> Path | None:
     return path if _matches(path, settings, seed) is not None else None
 
 
-def _link_or_copy(source: Path, target: Path) -> None:
+def link_or_copy(source: Path, target: Path) -> None:
     """Put `source`'s bytes at `target` atomically: a hard link when the file system allows
     one (no second copy of the bytes; every write here replaces files, never edits them)."""
     with fileio.atomic_path(target) as tmp:
@@ -681,7 +681,7 @@ def cache_corpus(settings: Settings, seed: int, path: str | Path, replace: bool 
     target = _cache_path(settings, seed)
     if replace or _matches(target, settings, seed) is None:
         record = json.loads(manifest_path(path).read_text(encoding="utf-8"))
-        _link_or_copy(path, target)
+        link_or_copy(path, target)
         manifest = {**record, "file": target.name}
         fileio.write_text(
             manifest_path(target), json.dumps(manifest, indent=2, sort_keys=True) + "\n"
@@ -705,7 +705,7 @@ def publish_corpus(cached: str | Path, path: str | Path) -> Path:
     path. The bytes, and so the sha256 the prior is keyed on, are the cached ones."""
     cached, path = Path(cached), Path(path)
     record = json.loads(manifest_path(cached).read_text(encoding="utf-8"))
-    _link_or_copy(cached, path)
+    link_or_copy(cached, path)
     target = manifest_path(path)
     manifest = {**record, "file": path.name}
     fileio.write_text(target, json.dumps(manifest, indent=2, sort_keys=True) + "\n")

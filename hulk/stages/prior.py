@@ -8,11 +8,15 @@ the corpus:
     prior.json  its record: model config, the corpus's sha256, the model / train settings and
                 seed it was trained with, its epochs (written last: the step's record)
 
-and reused while that record matches the corpus file and the settings.
+and reused while that record matches the corpus file and the settings. Priors are also kept in
+the data folder's cache by content (``DATA/cache/prior/<key>.pt`` + ``.json``, the key a hash of
+the corpus's sha256, the model / train settings and the seed; the newest `CACHE_KEEP`): moving
+``corpus.path`` publishes the cached prior beside the moved corpus instead of training again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +31,8 @@ if TYPE_CHECKING:
     from hulk.stages import StepResult
 
 FORMAT = 1
+CACHE_DIR = Path("cache") / "prior"  # under the data folder: priors by content (module doc)
+CACHE_KEEP = 4
 
 
 @dataclass(frozen=True)
@@ -77,11 +83,50 @@ def _corpus_sha256(settings: Settings) -> str:
 
 def prior_is_current(settings: Settings, seed: int) -> bool:
     """Whether the saved prior was trained on this corpus with these settings and seed."""
-    record = _record(settings)
-    if record is None:
-        return False
     wanted = _wanted(settings, seed, _corpus_sha256(settings))
-    return {key: record.get(key) for key in wanted} == wanted
+    return _current(_record(settings), wanted)
+
+
+def _current(record: dict[str, Any] | None, wanted: dict[str, Any]) -> bool:
+    return record is not None and {key: record.get(key) for key in wanted} == wanted
+
+
+def _cache_path(settings: Settings, wanted: dict[str, Any]) -> Path:
+    key = hashlib.sha256(json.dumps(wanted, sort_keys=True).encode()).hexdigest()[:24]
+    return settings.data_dir / CACHE_DIR / f"{key}.pt"
+
+
+def _cached(settings: Settings, wanted: dict[str, Any]) -> dict[str, Any] | None:
+    """The cached prior's record for `wanted`, when its weights are the ones it describes."""
+    path = _cache_path(settings, wanted)
+    try:
+        record = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or not _current(record, wanted) or not path.is_file():
+        return None
+    return record if fileio.sha256_file(path) == record.get("state_dict_sha256") else None
+
+
+def _publish(source: Path, record: dict[str, Any], target: Path) -> None:
+    """`source`'s weights at `target` (a hard link when possible), then the record (last)."""
+    from hulk.corpus import link_or_copy
+
+    link_or_copy(source, target)
+    text = json.dumps(record, indent=2, sort_keys=True, allow_nan=False)
+    fileio.write_text(target.with_suffix(".json"), text + "\n")
+
+
+def _remember(settings: Settings, wanted: dict[str, Any], record: dict[str, Any]) -> None:
+    """Add the prior at its path to the cache; keep the newest `CACHE_KEEP` entries."""
+    target = _cache_path(settings, wanted)
+    _publish(prior_path(settings), record, target)
+    entries = sorted(
+        target.parent.glob("*.json"), key=lambda p: (p.stat().st_mtime_ns, p.name), reverse=True
+    )
+    for old in entries[CACHE_KEEP:]:
+        old.with_suffix(".pt").unlink(missing_ok=True)
+        old.unlink(missing_ok=True)
 
 
 def train_prior(settings: Settings, seed: int, rebuild: bool = False) -> dict[str, Any]:
@@ -92,9 +137,18 @@ def train_prior(settings: Settings, seed: int, rebuild: bool = False) -> dict[st
     from hulk.corpus import load_corpus
     from hulk.train import train_model
 
-    if not rebuild and prior_is_current(settings, seed):
-        return {**(_record(settings) or {}), "reused": True}
     wanted = _wanted(settings, seed, _corpus_sha256(settings))
+    if not rebuild:
+        record = _record(settings)
+        if _current(record, wanted):
+            assert record is not None
+            if _cached(settings, wanted) is None:  # a prior saved before the cache existed
+                _remember(settings, wanted, record)
+            return {**record, "reused": True}
+        cached = _cached(settings, wanted)
+        if cached is not None:  # the same prior, trained for a corpus now elsewhere
+            _publish(_cache_path(settings, wanted), cached, prior_path(settings))
+            return {**cached, "reused": True}
     corpus = load_corpus(settings.corpus.path)
     result = train_model(corpus.train, corpus.val, settings.model, settings.train, seed)
     path = prior_path(settings)
@@ -113,6 +167,7 @@ def train_prior(settings: Settings, seed: int, rebuild: bool = False) -> dict[st
     }
     text = json.dumps(record, indent=2, sort_keys=True, allow_nan=False)
     fileio.write_text(path.with_suffix(".json"), text + "\n")
+    _remember(settings, wanted, record)
     return {**record, "reused": False, "seconds": result.seconds}
 
 

@@ -104,3 +104,30 @@ def test_the_cache_keeps_the_newest_entries(tmp_path: Path) -> None:
     assert corpora.cached_corpus(oldest, oldest.seed) is None
     newest = _settings(tmp_path, "x", fleets=corpora.CACHE_KEEP + 1)
     assert corpora.cached_corpus(newest, newest.seed) is not None
+
+
+def test_moving_the_corpus_reuses_the_prior(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hulk import train as training
+    from hulk.stages import prior
+
+    built = _settings(tmp_path, "first", fleets=8)  # enough fleets for a validation split
+    stage.run(built)
+    first = prior.run(built, seed=3).summary
+    assert first.reused is False
+    moved = _settings(tmp_path, "elsewhere", fleets=8)
+    stage.run(moved)
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the prior was trained again")
+
+    monkeypatch.setattr(training, "train_model", refuse)
+    again = prior.run(moved, seed=3).summary
+    assert again.reused is True
+    assert prior.prior_path(moved).read_bytes() == prior.prior_path(built).read_bytes()
+    config, state = prior.load_prior(moved)
+    assert config == prior.load_prior(built)[0] and state
+    # Another seed is another prior: trained, not taken from the cache.
+    monkeypatch.undo()
+    assert prior.run(moved, seed=4).summary.reused is False
