@@ -15,7 +15,10 @@ machine: sustained compute ``F = gpu_count × peak_TFLOPS(capability) × MFU × 
 * pairs with no path at all: α = inf, β = 0 (unreachable); the diagonal: α = 0, β = inf.
 
 The matrices are dense (n × n float64), so memory grows as 8·n² bytes per matrix: fine for a few
-thousand machines.
+thousand machines. Larger fleets (``cost.site_model``, `hulk.settings.CostSettings`) keep them
+per site pair instead (`hulk.site_links`: site medians, relays between sites, machine-pair
+exceptions); `Fleet.sites` is then set and the three matrices are `hulk.site_links.SiteMatrix`
+views that gather the pairs asked for.
 
 **Job** (`hulk.jobs.Job`): ``params``, ``layers``, ``micro_batch``, ``seq_len``; the activation
 crossing a stage boundary ``A = micro_batch × seq_len × hidden × 2`` bytes; the memory need
@@ -76,7 +79,8 @@ from hulk.errors import InputError
 from hulk.hardware import link_bandwidth_gbps, link_ends, node_compute_tflops
 from hulk.jobs import FLOPS_PER_PARAM_TOKEN, GB, Job
 from hulk.schemas import STATUS_ACTIVE
-from hulk.settings import BandwidthTier, HardwareSettings
+from hulk.settings import BandwidthTier, CostSettings, HardwareSettings
+from hulk.site_links import SiteLinks, SiteMatrix, build_site_links, inventory_sites
 from hulk.tours import ring_tour
 
 GRADIENT_BYTES_PER_PARAM = 2  # fp16 gradients
@@ -84,6 +88,9 @@ GRADIENT_BYTES_PER_PARAM = 2  # fp16 gradients
 # fills a machine exactly still fits despite rounding. Every memory test of Hulk uses it.
 MEMORY_SLACK = 1 + 1e-9
 _RING_CACHE_LIMIT = 200_000  # cached ring orders per fleet before the cache is cleared
+# On a site-model fleet, rings and spanning-tree bounds over more machines than this are
+# ordered / bounded per site (hulk.site_links) rather than machine by machine.
+_SITE_SCALE = 128
 
 
 # --- the fleet --------------------------------------------------------------------------------
@@ -97,10 +104,11 @@ class Fleet:
     compute_flops: np.ndarray  # (n,) sustained FLOP/s
     memory_bytes: np.ndarray  # (n,) bytes (memory_gb × 1e9)
     active: np.ndarray  # (n,) bool: status == active
-    latency_s: np.ndarray  # (n, n) effective one-way latency α, s (inf: unreachable)
-    bandwidth_Bps: np.ndarray  # (n, n) effective bandwidth β, bytes/s (0: unreachable)
-    relayed: np.ndarray  # (n, n) bool: no direct link, a relay path is used
+    latency_s: np.ndarray | SiteMatrix  # (n, n) effective one-way latency α, s (inf: unreachable)
+    bandwidth_Bps: np.ndarray | SiteMatrix  # (n, n) effective bandwidth β, bytes/s (0: unreachable)
+    relayed: np.ndarray | SiteMatrix  # (n, n) bool: no direct link, a relay path is used
     component: np.ndarray  # (n,) int: i and j can reach each other iff equal
+    sites: SiteLinks | None = None  # the site model's store (None: dense matrices)
     _rings: dict = field(default_factory=dict, repr=False)
     _ring_bounds: dict = field(default_factory=dict, repr=False)
     _group_links: dict = field(default_factory=dict, repr=False)
@@ -121,9 +129,12 @@ class Fleet:
         links: pd.DataFrame,
         hardware: HardwareSettings,
         tiers: Sequence[BandwidthTier],
+        cost: CostSettings | None = None,
     ) -> Fleet:
         """Build a fleet from an inventory (schemas.INVENTORY) and a link table (schemas.LINKS).
 
+        With `cost` settings that choose the site model for this many machines, the sites are
+        the inventory's (city, country) places (`hulk.site_links`); else the matrices are dense.
         Raises `InputError` for duplicate node ids, links naming unknown machines and compute
         capabilities without a peak TFLOPS figure.
         """
@@ -145,8 +156,20 @@ class Fleet:
         i, j = link_ends(node_ids, links)
         gbps, _ = link_bandwidth_gbps(links, list(tiers))
         latency_ms = links["latency_p50_ms"].to_numpy(float)
+        sites = None
+        if cost is not None and cost.use_sites(len(node_ids)):
+            sites = inventory_sites(inventory["city"], inventory["country"])
         return cls.from_arrays(
-            node_ids, compute, memory, active, i, j, latency_ms / 1000.0, gbps * 1e9 / 8
+            node_ids,
+            compute,
+            memory,
+            active,
+            i,
+            j,
+            latency_ms / 1000.0,
+            gbps * 1e9 / 8,
+            sites=sites,
+            exception_ratio=cost.exception_ratio if cost is not None else 1.25,
         )
 
     @classmethod
@@ -160,11 +183,15 @@ class Fleet:
         link_j: np.ndarray,
         link_latency_s: np.ndarray,
         link_bandwidth_Bps: np.ndarray,
+        sites: np.ndarray | None = None,
+        exception_ratio: float = 1.25,
     ) -> Fleet:
         """Build a fleet from per-machine arrays and links given as fleet-index pairs.
 
         `node_ids` must be ascending; links are undirected (a pair given twice keeps its
-        lowest-latency row); self-links are ignored. Relay paths are computed here.
+        lowest-latency row); self-links are ignored. Relay paths are computed here. With
+        `sites` (a site label per machine) the links are kept per site pair
+        (`hulk.site_links.build_site_links`, exceptions beyond `exception_ratio`).
         """
         node_ids = np.asarray(node_ids, np.int64)
         n = len(node_ids)
@@ -182,6 +209,21 @@ class Fleet:
         first = np.ones(len(a), bool)
         first[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
         a, b, lat, bw = a[first], b[first], lat[first], bw[first]
+        if sites is not None:
+            if len(sites) != n:
+                raise ValueError(f"{len(sites)} site labels for {n} machines")
+            store = build_site_links(sites, a, b, lat, bw, exception_ratio)
+            return cls(
+                node_ids=node_ids,
+                compute_flops=np.asarray(compute_flops, float),
+                memory_bytes=np.asarray(memory_bytes, float),
+                active=np.asarray(active, bool),
+                latency_s=SiteMatrix(store, "latency"),
+                bandwidth_Bps=SiteMatrix(store, "bandwidth"),
+                relayed=SiteMatrix(store, "relayed"),
+                component=store.component[store.site],
+                sites=store,
+            )
 
         latency = np.full((n, n), np.inf)
         bandwidth = np.zeros((n, n))
@@ -218,15 +260,29 @@ class Fleet:
         """(lowest α, highest β) over the pairs of distinct machines: bounds for any ring."""
         if self.n < 2:
             return math.inf, 0.0
-        return float(_off_diagonal(self.latency_s).min()), float(
-            _off_diagonal(self.bandwidth_Bps).max()
-        )
+        if self.sites is not None:
+            return self.sites.extremes()
+        latency, bandwidth = np.asarray(self.latency_s), np.asarray(self.bandwidth_Bps)
+        return float(_off_diagonal(latency).min()), float(_off_diagonal(bandwidth).max())
 
     # -- views and lookups --
 
     def subset(self, indices: Sequence[int] | np.ndarray) -> Fleet:
         """The fleet restricted to `indices` (ascending order kept; relays as in the full fleet)."""
         idx = np.unique(np.asarray(indices, np.int64))
+        if self.sites is not None:
+            store = self.sites.subset(idx)
+            return Fleet(
+                node_ids=self.node_ids[idx],
+                compute_flops=self.compute_flops[idx],
+                memory_bytes=self.memory_bytes[idx],
+                active=self.active[idx],
+                latency_s=SiteMatrix(store, "latency"),
+                bandwidth_Bps=SiteMatrix(store, "bandwidth"),
+                relayed=SiteMatrix(store, "relayed"),
+                component=self.component[idx],
+                sites=store,
+            )
         return Fleet(
             node_ids=self.node_ids[idx],
             compute_flops=self.compute_flops[idx],
@@ -502,12 +558,14 @@ def allreduce_lower_bound(fleet: Fleet, nodes: Iterable[int], nbytes: float) -> 
     if d <= 1:
         return 0.0
     bounds = fleet._ring_bounds.get(key)  # per machine set, as the rings themselves
+    if bounds is None and fleet.sites is not None and d > _SITE_SCALE:
+        bounds = fleet._ring_bounds[key] = fleet.sites.spanning_bounds(np.asarray(key, np.int64))
     if bounds is None:
         idx = np.asarray(key, np.int64)
-        whole = d == fleet.n  # no copy of the n × n matrices
+        whole = d == fleet.n and fleet.sites is None  # no copy of the n × n matrices
         grid = np.ix_(idx, idx)
-        latency = fleet.latency_s if whole else fleet.latency_s[grid]
-        bandwidth = fleet.bandwidth_Bps if whole else fleet.bandwidth_Bps[grid]
+        latency = np.asarray(fleet.latency_s if whole else fleet.latency_s[grid])
+        bandwidth = np.asarray(fleet.bandwidth_Bps if whole else fleet.bandwidth_Bps[grid])
         alpha = _bottleneck_tree(latency)
         beta = -_bottleneck_tree(-bandwidth)
         if len(fleet._ring_bounds) >= _RING_CACHE_LIMIT:
@@ -555,6 +613,9 @@ def _group_links(fleet: Fleet, groups: np.ndarray) -> tuple[np.ndarray, np.ndarr
     """(lowest latency, highest bandwidth) between the machines of every two groups 0..k−1."""
     key = groups.tobytes()
     cached = fleet._group_links.get(key)
+    if cached is None and fleet.sites is not None:
+        k = int(groups.max()) + 1
+        cached = fleet._group_links[key] = fleet.sites.group_links(np.arange(fleet.n), groups, k)
     if cached is None:
         k = int(groups.max()) + 1
         order = np.argsort(groups, kind="stable")
@@ -596,7 +657,9 @@ def _ring(fleet: Fleet, nodes: Iterable[int]) -> tuple[tuple[int, ...], float, f
         result = (key, float(fleet.latency_s[a, b]), float(fleet.bandwidth_Bps[a, b]))
     else:
         tour = np.array(key, np.int64)
-        if len(key) > 3:  # up to three nodes every order is the same ring
+        if fleet.sites is not None and len(key) > _SITE_SCALE:  # each site's machines together
+            tour = fleet.sites.ring_tour(tour, ring_tour)
+        elif len(key) > 3:  # up to three nodes every order is the same ring
             tour = tour[ring_tour(fleet.latency_s[np.ix_(tour, tour)])]
         nxt = np.roll(tour, -1)
         alpha = float(fleet.latency_s[tour, nxt].max())

@@ -131,7 +131,9 @@ def load_fleet(data_dir: Path, settings: Settings) -> tuple[Fleet, pd.DataFrame,
     from hulk.cost import Fleet
 
     inventory, links = load_frames(data_dir, settings)
-    fleet = Fleet.from_frames(inventory, links, settings.hardware, settings.graph.bandwidth_tiers)
+    fleet = Fleet.from_frames(
+        inventory, links, settings.hardware, settings.graph.bandwidth_tiers, settings.cost
+    )
     return fleet, inventory, links
 
 

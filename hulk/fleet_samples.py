@@ -220,7 +220,9 @@ def draw_samples(
             )
             if not (frames[0]["status"] == schemas.STATUS_ACTIVE).any():
                 continue
-            fleet = Fleet.from_frames(*frames, settings.hardware, settings.graph.bandwidth_tiers)
+            fleet = Fleet.from_frames(
+                *frames, settings.hardware, settings.graph.bandwidth_tiers, settings.cost
+            )
             if variant == "upcoming":
                 jobs = tuple(job for job in upcoming if not never_fits([job], fleet))
             else:

@@ -144,7 +144,11 @@ def _case_rows(
     for case in cases:
         if case.fleet not in fleets:
             fleets[case.fleet] = Fleet.from_frames(
-                case.inventory, case.links, settings.hardware, settings.graph.bandwidth_tiers
+                case.inventory,
+                case.links,
+                settings.hardware,
+                settings.graph.bandwidth_tiers,
+                settings.cost,
             )
             sites[case.fleet] = site_labels(fleets[case.fleet], settings.planner.site_latency_ms)
         fleet = fleets[case.fleet]

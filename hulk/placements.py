@@ -155,7 +155,9 @@ class FleetInfo:
 
 def direct_links(fleet: Fleet) -> int:
     """Measured (not relayed) links between distinct machines: what the fleet was built from."""
-    off_diagonal = np.isfinite(fleet.latency_s) & ~fleet.relayed
+    if fleet.sites is not None:
+        return fleet.sites.measured_pairs
+    off_diagonal = np.isfinite(np.asarray(fleet.latency_s)) & ~np.asarray(fleet.relayed)
     np.fill_diagonal(off_diagonal, False)
     return int(off_diagonal.sum() // 2)
 
@@ -163,15 +165,13 @@ def direct_links(fleet: Fleet) -> int:
 def fleet_snapshot(fleet: Fleet) -> str:
     """sha256 of a fleet's machines and effective links, for fleets not read from one file."""
     digest = hashlib.sha256()
-    for array in (
-        fleet.node_ids,
-        fleet.compute_flops,
-        fleet.memory_bytes,
-        fleet.active,
-        fleet.latency_s,
-        fleet.bandwidth_Bps,
-    ):
+    for array in (fleet.node_ids, fleet.compute_flops, fleet.memory_bytes, fleet.active):
         digest.update(np.ascontiguousarray(array).tobytes())
+    if fleet.sites is not None:  # the site model's tables, not n² gathered pairs
+        digest.update(fleet.sites.digest())
+    else:
+        for pairs in (fleet.latency_s, fleet.bandwidth_Bps):
+            digest.update(np.ascontiguousarray(pairs).tobytes())
     return digest.hexdigest()
 
 

@@ -86,6 +86,7 @@ from hulk.cost import (
 )
 from hulk.jobs import FLOPS_PER_PARAM_TOKEN, GB, Job
 from hulk.settings import PlannerSettings
+from hulk.site_links import SiteMatrix
 from hulk.tours import open_path
 
 __all__ = ["layer_capacity", "layer_split", "plan_job", "site_labels"]
@@ -158,8 +159,10 @@ def site_labels(fleet: Fleet, latency_ms: float) -> np.ndarray:
         n = fleet.n
         if n <= 1:
             labels = np.zeros(n, np.int64)
+        elif fleet.sites is not None:  # site model: the sites' latency, sites² not machines²
+            labels = fleet.sites.cluster(key)
         else:
-            dist = np.minimum(fleet.latency_s * 1000.0, _UNREACHABLE_MS)
+            dist = np.minimum(np.asarray(fleet.latency_s) * 1000.0, _UNREACHABLE_MS)
             dist = np.maximum(dist, dist.T)
             np.fill_diagonal(dist, 0.0)
             tree = linkage(squareform(dist, checks=False), method="complete")
@@ -508,12 +511,16 @@ def _balanced_cuts(weight: np.ndarray, d: int) -> list[int] | None:
     return cuts
 
 
-def _site_distances(latency: np.ndarray, pool: np.ndarray, site: np.ndarray, k: int) -> np.ndarray:
+def _site_distances(
+    latency: np.ndarray | SiteMatrix, pool: np.ndarray, site: np.ndarray, k: int
+) -> np.ndarray:
     """Single-linkage latency between the `k` sites of `pool` (`site`: 0..k−1 per machine).
 
     Rows, then columns, are reduced site by site over the pool sorted by site: O(n²) for n
-    machines, where a loop over sites costs O(k² n).
+    machines, where a loop over sites costs O(k² n). A site-model fleet answers per site.
     """
+    if isinstance(latency, SiteMatrix):
+        return latency.links.group_links(pool, site, k)[0]
     by_site = np.argsort(site, kind="stable")
     starts = np.searchsorted(site[by_site], np.arange(k))
     ordered = pool[by_site]
@@ -593,10 +600,16 @@ def _machine_windows(ctx: _PlanSearch, pool: np.ndarray, add: Callable[[np.ndarr
     settings, fleet, job = ctx.settings, ctx.fleet, ctx.job
     limit = settings.max_pool
     f = fleet.compute_flops
-    lat = fleet.latency_s[np.ix_(pool, pool)]
     size = min(len(pool), max(2, limit // 4))
-    neighbourhood = np.partition(lat, size - 1, axis=1)[:, size - 1 : size]
-    power = np.where(lat <= neighbourhood, f[pool][None, :], 0.0).sum(axis=1)
+    if fleet.sites is not None and len(pool) > limit:
+        # Site model: neighbourhoods per site (no pool × pool matrix); seeds' rows on demand.
+        power = fleet.sites.neighbourhood_power(pool, size, f)
+        lat: np.ndarray | _PoolRows = _PoolRows(fleet, pool)
+    else:
+        square = fleet.latency_s[np.ix_(pool, pool)]
+        neighbourhood = np.partition(square, size - 1, axis=1)[:, size - 1 : size]
+        power = np.where(square <= neighbourhood, f[pool][None, :], 0.0).sum(axis=1)
+        lat = square
     homes = np.zeros(len(pool), bool)  # machines in the home city of a seed taken so far
     taken = 0
     for seed in np.argsort(-power, kind="stable").tolist():
@@ -625,6 +638,17 @@ def _machine_windows(ctx: _PlanSearch, pool: np.ndarray, add: Callable[[np.ndarr
             if count == len(grown) and count < limit:
                 add(grown)
                 break
+
+
+@dataclass
+class _PoolRows:
+    """Latency rows of a pool gathered one machine at a time (``rows[i]``: pool position i)."""
+
+    fleet: Fleet
+    pool: np.ndarray
+
+    def __getitem__(self, position: int) -> np.ndarray:
+        return np.asarray(self.fleet.latency_s[self.pool[position], self.pool])
 
 
 @dataclass

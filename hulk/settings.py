@@ -167,6 +167,26 @@ class HardwareSettings(Section):
     mfu: Annotated[float, Field(gt=0, le=1)] = 0.4  # model FLOPs utilisation actually reached
 
 
+class CostSettings(Section):
+    """How the cost model keeps a fleet's links (hulk.cost.Fleet, hulk.site_links)."""
+
+    # dense: machines × machines matrices; sites: per site pair (hulk.site_links), memory and
+    # time growing with machines + sites²; auto: dense up to `dense_max_machines` machines.
+    site_model: Literal["auto", "dense", "sites"] = "auto"
+    dense_max_machines: PositiveInt = 2000
+    # Site model: a measured machine pair whose latency or bandwidth differs from its site
+    # pair's figure by more than this factor (either way) keeps its own figures. Pipelines
+    # are bound by their slowest link: 2.0 cost 1.5x makespan at 1,000 machines, 1.25 nothing
+    # (bench/README.md).
+    exception_ratio: Annotated[float, Field(gt=1)] = 1.25
+
+    def use_sites(self, machines: int) -> bool:
+        """Whether a fleet of `machines` machines is built on the site model."""
+        if self.site_model == "auto":
+            return machines > self.dense_max_machines
+        return self.site_model == "sites"
+
+
 class SchedulerSettings(Section):
     """The assign run as a scheduler (hulk.scheduler): running jobs, waiting jobs, moves."""
 
@@ -466,6 +486,7 @@ class Settings(Section):
     validate_: ValidateSettings = Field(default=ValidateSettings(), alias="validate")
     graph: GraphSettings = GraphSettings()
     hardware: HardwareSettings = HardwareSettings()
+    cost: CostSettings = CostSettings()
     assign: AssignSettings = AssignSettings()
     planner: PlannerSettings = PlannerSettings()
     scheduler: SchedulerSettings = SchedulerSettings()

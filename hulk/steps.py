@@ -286,6 +286,7 @@ STEPS: tuple[Step, ...] = (
             "planner",
             "hardware",
             "graph",
+            "cost",
         ),
     ),
     Step(
@@ -311,6 +312,7 @@ STEPS: tuple[Step, ...] = (
             "planner",
             "hardware",
             "graph",
+            "cost",
             "mlflow",
             "assign.gnn_fallback_ratio",
         ),
@@ -327,7 +329,7 @@ STEPS: tuple[Step, ...] = (
         ],
         outs=lambda s: [_latest(s)],
         persist=(LATEST,),
-        params=("seed", "assign", "planner", "teacher", "hardware", "graph", "mlflow"),
+        params=("seed", "assign", "planner", "teacher", "hardware", "graph", "cost", "mlflow"),
     ),
     Step(
         name="evaluate",
@@ -338,7 +340,7 @@ STEPS: tuple[Step, ...] = (
         deps=lambda s: [_latest(s), *_fleet(s)],
         outs=lambda s: [(s.assign.placements_dir / LATEST).with_suffix(".png").as_posix()],
         plots=lambda s: [_data(s, METRICS_DIR, ITERATION_TIMES)],
-        params=("hardware", "graph"),
+        params=("hardware", "graph", "cost"),
         retried=False,
     ),
 )

@@ -223,9 +223,12 @@ class _Search:
         self.compute = fleet.compute_flops
         self.memory = fleet.memory_bytes
         # Nearest active machines of every active machine (by latency, ties by index).
-        sub = fleet.latency_s[np.ix_(self.active, self.active)]
         k = min(len(self.active) - 1, max(4 * self.settings.neighbours, 1))
-        order = np.argsort(sub, axis=1, kind="stable")[:, 1 : k + 1]
+        if fleet.sites is not None:  # exact inside each site, other sites at their figures
+            order = fleet.sites.nearest(self.active, max(k, 0))
+        else:
+            sub = fleet.latency_s[np.ix_(self.active, self.active)]
+            order = np.argsort(sub, axis=1, kind="stable")[:, 1 : k + 1]
         self.nearest = {int(a): self.active[row] for a, row in zip(self.active, order, strict=True)}
         self.caps = [layer_capacity(job, self.memory) for job in self.jobs]
         self.work = np.array([job.flops_per_iteration for job in self.jobs])
@@ -356,7 +359,11 @@ def _grow(
         if not len(rest):
             return search.holds(j, np.array(taken, np.int64))
         if taken:
-            distance = search.fleet.latency_s[np.ix_(taken, rest)].min(axis=0)
+            fleet = search.fleet
+            if fleet.sites is not None:  # per site of the taken machines
+                distance = fleet.sites.nearest_latency(np.array(taken, np.int64), rest)
+            else:
+                distance = fleet.latency_s[np.ix_(taken, rest)].min(axis=0)
             site = search.sites[rest[int(np.argmin(distance))]]
         else:
             power: dict[int, float] = {}

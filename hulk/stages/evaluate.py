@@ -51,6 +51,7 @@ def run(
             *changed_fleet_frames(inventory, links, failed),
             settings.hardware,
             settings.graph.bandwidth_tiers,
+            settings.cost,
         )
         checked = read_placements(placements_file, fleet)
     evaluation = evaluate_file(checked, fleet)

@@ -86,7 +86,11 @@ def run(
         inventory, links, failed, added_nodes, added_links, source=add_nodes or add_edges
     )
     fleet_after = Fleet.from_frames(
-        inventory_after, links_after, settings.hardware, settings.graph.bandwidth_tiers
+        inventory_after,
+        links_after,
+        settings.hardware,
+        settings.graph.bandwidth_tiers,
+        settings.cost,
     )
     strategy = before.strategy or "teacher"
     seed = seed if seed is not None else before.doc.get("seed", settings.seed)

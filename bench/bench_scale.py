@@ -1,0 +1,419 @@
+"""Benchmark: planning on fleets of 10,000 machines with the site model of the cost model.
+
+    .venv/bin/python bench/bench_scale.py [--seed S] [--skip-quality] [--skip-10000]
+
+Two scenarios, each in a fresh subprocess so that its peak memory (VmHWM: interpreter, imports
+and everything it built) is its own:
+
+* ``sites10000`` — the fleet a growing organisation reports: 10,000 machines in 100 sites of
+  100 (the first 100 data-centre cities of `hulk.presets`, hardware of the ``synthetic-10000``
+  preset), every pair inside a site measured and three measured pairs per pair of sites, with
+  a bandwidth column: 509,850 link rows, built in memory (`scale_frames`). Timed: the cost
+  model's fleet on the site model (`hulk.cost.Fleet.from_frames` with params.yaml's ``cost:``,
+  which picks the site model above ``dense_max_machines``); the teacher search
+  (params.yaml ``teacher:`` and ``planner:``) for the paper's 4- and 6-job mixes, each on a
+  freshly built fleet; the GNN strategy end to end for the 6-job mix (model inputs from the
+  frames, forward pass, `hulk.gnn.gnn_decide`: Algorithm 1, planner, quick check) with a
+  freshly initialised model of params.yaml's ``model:`` shape seeded from ``--seed`` (its
+  time does not depend on the weights; its plans do, so they are not compared).
+* ``quality1000`` — 1,000 machines where the dense model still runs, two fleets:
+  ``sites1000``, the same shape as ``sites10000`` with 10 sites of 100 (`scale_frames`), and
+  ``synthetic1000``, the ``synthetic-1000`` preset with its `expected_links` (80 cities of
+  heavy-tailed sizes, own city plus sampled peers: 90 % of the machine pairs relayed). For each
+  mix the teacher runs on the dense model and on the site model (``cost.site_model: sites``,
+  params.yaml's ``exception_ratio``), side by side in one process, each on a freshly built
+  fleet; the site model's plans are judged by the dense cost model (`hulk.cost.iteration_time`)
+  and their makespan compared with the dense plans'. The site model also judges the dense
+  plans (``fidelity``: its makespan of them / the dense model's): the model's own error, apart
+  from where its search went.
+
+Targets (issue "Plan fleets of 10,000 machines and more"): 10,000 machines: fleet built
+≤ 10 s, teacher placements ≤ 60 s per mix, GNN end to end ≤ 3 s, peak memory < 4 GB;
+1,000 machines: site-model plans within 1.03× of the dense plans' makespan (judged densely)
+and made at least as fast. Prints PASS/FAIL per target and writes bench/out/scale.json. The
+machine is shared and noisy: the load average is recorded with each scenario.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+OUT = REPO / "bench" / "out" / "scale.json"
+SITES, PER_SITE, PAIRS_BETWEEN = 100, 100, 3
+BUILD_S, TEACHER_S, GNN_S, PEAK_MB = 10.0, 60.0, 3.0, 4096.0
+QUALITY_RATIO = 1.03
+
+
+def _rss_mb() -> float:
+    """VmHWM of this process (its own high-water mark), in MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+# --- the fleet of the issue -------------------------------------------------------------------
+
+
+def scale_frames(seed: int, settings, sites: int = SITES, per_site: int = PER_SITE):
+    """(inventory, link table) of `sites` × `per_site` machines: full mesh inside each site,
+    `PAIRS_BETWEEN` measured pairs per pair of sites; latency from the great-circle distance
+    (route inflation and last mile as `hulk.generate`), bandwidth by city / country /
+    continent tier with log-normal noise."""
+    import numpy as np
+    import pandas as pd
+
+    from hulk import schemas
+    from hulk.generate_network import BANDWIDTH_NOISE_SIGMA, BANDWIDTH_TIERS_GBPS, FIBER_KM_PER_MS
+    from hulk.geo import haversine_km
+    from hulk.presets import DATACENTER_CITIES, _resolve, build_fleet
+
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5CA1E]))
+    n = sites * per_site
+    hardware = build_fleet("synthetic-10000", seed, settings.generate).iloc[:n]
+    places = [_resolve(name, code) for name, code in DATACENTER_CITIES[:sites]]
+    site = np.repeat(np.arange(sites), per_site)
+    inventory = hardware.assign(
+        node_id=np.arange(n, dtype=np.int64),
+        city=[places[s].name for s in site],
+        country=[places[s].country for s in site],
+        lat=[places[s].lat for s in site],
+        lon=[places[s].lon for s in site],
+    )
+    inventory = schemas.conform(inventory.reset_index(drop=True), schemas.INVENTORY)
+    country = np.array([p.country_code for p in places])
+    continent = np.array([p.lat // 30 * 12 + p.lon // 60 for p in places])  # coarse regions
+
+    # Inside each site: every pair.
+    i, j = np.triu_indices(per_site, 1)
+    src = (site[::per_site][:, None] * per_site + i[None, :]).ravel()
+    dst = (site[::per_site][:, None] * per_site + j[None, :]).ravel()
+    # Between sites: PAIRS_BETWEEN random machine pairs per site pair.
+    s, t = np.triu_indices(sites, 1)
+    s, t = np.repeat(s, PAIRS_BETWEEN), np.repeat(t, PAIRS_BETWEEN)
+    src = np.concatenate([src, s * per_site + rng.integers(0, per_site, len(s))])
+    dst = np.concatenate([dst, t * per_site + rng.integers(0, per_site, len(t))])
+    a, b = site[src], site[dst]
+    lat = np.array([p.lat for p in places])
+    lon = np.array([p.lon for p in places])
+    km = haversine_km(lat[a], lon[a], lat[b], lon[b])
+    last_mile = rng.uniform(0.1, 1.0, n)
+    latency = km / FIBER_KM_PER_MS * rng.uniform(1.3, 2.2, len(src))
+    latency = latency + last_mile[src] + last_mile[dst]
+    tier = np.select(
+        [a == b, country[a] == country[b]], [0, 1], np.where(continent[a] == continent[b], 2, 3)
+    )
+    gbps = BANDWIDTH_TIERS_GBPS[tier] * np.exp(
+        BANDWIDTH_NOISE_SIGMA * rng.standard_normal(len(src))
+    )
+    never = pd.Series(pd.NaT, index=range(len(src)), dtype=schemas.LINKS["window_start"])
+    links = pd.DataFrame(
+        {
+            "src": src,
+            "dst": dst,
+            "samples": 0,
+            "loss_rate": 0.001,
+            "latency_p50_ms": latency,
+            "latency_p95_ms": latency * 1.2,
+            "latency_mean_ms": latency * 1.05,
+            "alpha_ms": latency,
+            "beta_gbps": gbps,
+            "window_start": never,
+            "window_end": never,
+        }
+    )
+    return inventory, schemas.conform(links, schemas.LINKS)
+
+
+# --- workers ----------------------------------------------------------------------------------
+
+
+def run_10000(seed: int) -> dict:
+    """Fleet build, teacher per mix and the GNN end to end on the 10,000-machine fleet."""
+    import torch
+
+    from hulk.cost import Fleet
+    from hulk.features import encode_inputs
+    from hulk.gnn import gnn_decide
+    from hulk.jobs import PAPER_MIX_4, PAPER_MIX_6, preset_jobs
+    from hulk.model import HulkGNN, ModelConfig, predict_proba
+    from hulk.planner import site_labels
+    from hulk.settings import load_settings
+    from hulk.teacher import teacher_search
+
+    settings = load_settings(REPO / "params.yaml")
+    imports_mb = _rss_mb()
+    load_before = os.getloadavg()[0]
+    inventory, links = scale_frames(seed, settings)
+
+    def build() -> tuple[Fleet, float]:
+        started = time.perf_counter()
+        fleet = Fleet.from_frames(
+            inventory, links, settings.hardware, settings.graph.bandwidth_tiers, settings.cost
+        )
+        return fleet, time.perf_counter() - started
+
+    fleet, build_s = build()
+    assert fleet.sites is not None, "params.yaml cost: must pick the site model at 10,000"
+    result: dict = {
+        "scenario": "sites10000",
+        "machines": fleet.n,
+        "sites": fleet.sites.k,
+        "links": len(links),
+        "exceptions": fleet.sites.exceptions,
+        "build_seconds": build_s,
+        "imports_mb": imports_mb,
+        "mixes": {},
+    }
+    for name, mix in (("mix4", PAPER_MIX_4), ("mix6", PAPER_MIX_6)):
+        fleet, _ = build()
+        jobs = preset_jobs(mix)
+        started = time.perf_counter()
+        teacher = teacher_search(jobs, fleet, settings.teacher, settings.planner, settings.seed)
+        result["mixes"][name] = {
+            "teacher_seconds": time.perf_counter() - started,
+            "makespan_s": teacher.makespan_s,
+            "placed": len(teacher.placed),
+            "queued": len(teacher.queued),
+            "evaluations": teacher.evaluations,
+            "stopped_by": teacher.stopped_by,
+            "planner_calls": teacher.planner_calls,
+        }
+        print(f"  {name}: {result['mixes'][name]}", file=sys.stderr, flush=True)
+
+    # The GNN end to end on a fresh fleet (its sites included, as a new assign process).
+    fleet, build_s = build()
+    jobs = preset_jobs(PAPER_MIX_6)
+    torch.manual_seed(seed)
+    torch.set_num_threads(settings.train.threads)
+    started = time.perf_counter()
+    inputs, order = encode_inputs(inventory, links, jobs, settings)
+    encode_s = time.perf_counter() - started
+    m = settings.model
+    config = ModelConfig(
+        node_features=int(inputs["x"].shape[1]),
+        edge_features=int(inputs["edge_attr"].shape[1]),
+        job_features=int(inputs["jobs"].shape[1]),
+        hidden=m.hidden,
+        layers=m.layers,
+        conv=m.conv,
+        heads=m.heads,
+        dropout=m.dropout,
+        neighbours=m.neighbours,
+    )
+    model = HulkGNN(config).eval()
+    started = time.perf_counter()
+    proba = predict_proba(model, inputs).numpy()
+    forward_s = time.perf_counter() - started
+    started = time.perf_counter()
+    sites = site_labels(fleet, settings.planner.site_latency_ms)
+    decision = gnn_decide(jobs, fleet, proba, order, settings, sites)
+    decide_s = time.perf_counter() - started
+    result["gnn"] = {
+        "encode_seconds": encode_s,
+        "forward_seconds": forward_s,
+        "decide_seconds": decide_s,
+        "seconds": encode_s + forward_s + decide_s,
+        "placed": len(decision.plans),
+        "fallback": decision.fallback_reason,
+        "fleet_build_seconds": build_s,
+    }
+    result["peak_mb"] = _rss_mb()
+    result["load_average_before"] = load_before
+    result["load_average_after"] = os.getloadavg()[0]
+    return result
+
+
+def run_quality(seed: int) -> dict:
+    """Teacher plans on the dense and the site model of two 1,000-machine fleets, judged densely."""
+    return {
+        "scenario": "quality1000",
+        "fleets": {kind: _quality(seed, kind) for kind in ("sites1000", "synthetic1000")},
+    }
+
+
+def _quality(seed: int, kind: str) -> dict:
+    from hulk.cost import Fleet, iteration_time
+    from hulk.generate import build_fleet, expected_links
+    from hulk.jobs import PAPER_MIX_4, PAPER_MIX_6, preset_jobs
+    from hulk.settings import CostSettings, load_settings
+    from hulk.teacher import teacher_search
+
+    settings = load_settings(REPO / "params.yaml")
+    load_before = os.getloadavg()[0]
+    if kind == "sites1000":
+        inventory, links = scale_frames(seed, settings, sites=10, per_site=100)
+    else:
+        inventory = build_fleet("synthetic-1000", seed, settings.generate)
+        links = expected_links(inventory, seed, settings.generate)
+    args = (inventory, links, settings.hardware, settings.graph.bandwidth_tiers)
+    ratio = settings.cost.exception_ratio
+    models = {
+        "dense": CostSettings(site_model="dense"),
+        "sites": CostSettings(site_model="sites", exception_ratio=ratio),
+    }
+
+    def build(model: str) -> tuple[Fleet, float]:
+        started = time.perf_counter()
+        fleet = Fleet.from_frames(*args, models[model])
+        return fleet, time.perf_counter() - started
+
+    result: dict = {"fleet": kind, "links": len(links), "exception_ratio": ratio, "mixes": {}}
+    for model in models:
+        fleet, seconds = build(model)
+        result[f"{model}_build_seconds"] = seconds
+        if fleet.sites is not None:
+            result["sites"], result["exceptions"] = fleet.sites.k, fleet.sites.exceptions
+        result["machines"] = fleet.n
+    judge, _ = build("dense")
+    other, _ = build("sites")  # judges the dense plans: the model's error apart from the search
+    for name, mix in (("mix4", PAPER_MIX_4), ("mix6", PAPER_MIX_6)):
+        jobs = preset_jobs(mix)
+        row: dict = {}
+        for model in models:
+            fleet, _ = build(model)
+            started = time.perf_counter()
+            teacher = teacher_search(jobs, fleet, settings.teacher, settings.planner, settings.seed)
+            seconds = time.perf_counter() - started
+            judged = [
+                iteration_time(p.job, judge, p.plan).iteration_s
+                for p in teacher.placements
+                if p.plan is not None
+            ]
+            if model == "dense":
+                dense_result = teacher
+            row[model] = {
+                "seconds": seconds,
+                "makespan_own_s": teacher.makespan_s,
+                "makespan_dense_s": max(judged, default=0.0),
+                "placed": len(teacher.placed),
+                "evaluations": teacher.evaluations,
+                "stopped_by": teacher.stopped_by,
+            }
+        row["dense"]["makespan_sites_s"] = max(
+            (
+                iteration_time(p.job, other, p.plan).iteration_s
+                for p in dense_result.placements
+                if p.plan is not None
+            ),
+            default=0.0,
+        )
+        row["ratio"] = row["sites"]["makespan_dense_s"] / row["dense"]["makespan_dense_s"]
+        row["fidelity"] = row["dense"]["makespan_sites_s"] / row["dense"]["makespan_dense_s"]
+        row["speedup"] = row["dense"]["seconds"] / row["sites"]["seconds"]
+        result["mixes"][name] = row
+        print(f"  {kind} {name}: {row}", file=sys.stderr, flush=True)
+    result["load_average_before"] = load_before
+    result["load_average_after"] = os.getloadavg()[0]
+    return result
+
+
+# --- driver -----------------------------------------------------------------------------------
+
+
+def _subprocess(args: list[str]) -> dict:
+    command = [sys.executable, __file__, *args]
+    done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=REPO)
+    sys.stderr.write(done.stderr[-4000:])
+    if done.returncode:
+        raise SystemExit(f"worker {args} failed ({done.returncode})")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--skip-10000", action="store_true")
+    parser.add_argument("--skip-quality", action="store_true")
+    parser.add_argument("--worker", choices=["10000", "quality"], default=None)
+    args = parser.parse_args()
+    if args.worker == "10000":
+        print(json.dumps(run_10000(args.seed)))
+        return 0
+    if args.worker == "quality":
+        print(json.dumps(run_quality(args.seed)))
+        return 0
+
+    report: dict = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "host": platform.node(),
+        "cpus": os.cpu_count(),
+        "seed": args.seed,
+    }
+    verdicts = []
+    if not args.skip_10000:
+        big = _subprocess(["--worker", "10000", "--seed", str(args.seed)])
+        report["sites10000"] = big
+        print(
+            f"\nsites10000: {big['machines']} machines in {big['sites']} sites, {big['links']} "
+            f"links, {big['exceptions']} exceptions (load {big['load_average_before']:.1f} → "
+            f"{big['load_average_after']:.1f})"
+        )
+        print(f"  fleet model built in {big['build_seconds']:.2f} s")
+        verdicts.append(("fleet built ≤ 10 s", big["build_seconds"] <= BUILD_S))
+        for name, row in big["mixes"].items():
+            print(
+                f"  teacher {name}: {row['teacher_seconds']:.1f} s, makespan "
+                f"{row['makespan_s']:.3f} s, {row['placed']} placed / {row['queued']} queued, "
+                f"{row['evaluations']} evaluations (stopped by {row['stopped_by']})"
+            )
+            verdicts.append((f"teacher {name} ≤ 60 s", row["teacher_seconds"] <= TEACHER_S))
+        gnn = big["gnn"]
+        print(
+            f"  GNN end to end: {gnn['seconds']:.2f} s (inputs {gnn['encode_seconds']:.2f}, "
+            f"forward {gnn['forward_seconds']:.2f}, decide {gnn['decide_seconds']:.2f}); "
+            f"{gnn['placed']} placed, fallback: {gnn['fallback']}"
+        )
+        print(f"  peak memory {big['peak_mb']:.0f} MiB (imports {big['imports_mb']:.0f} MiB)")
+        verdicts.append(("GNN end to end ≤ 3 s", gnn["seconds"] <= GNN_S))
+        verdicts.append(("peak memory < 4 GB", big["peak_mb"] < PEAK_MB))
+    if not args.skip_quality:
+        report["quality1000"] = _subprocess(["--worker", "quality", "--seed", str(args.seed)])
+    for kind, quality in report.get("quality1000", {}).get("fleets", {}).items():
+        print(
+            f"\n{kind}: {quality['machines']} machines, {quality['sites']} sites, "
+            f"{quality['links']} links, {quality['exceptions']} exceptions (ratio "
+            f"{quality['exception_ratio']}); built dense {quality['dense_build_seconds']:.2f} s, "
+            f"sites {quality['sites_build_seconds']:.2f} s (load "
+            f"{quality['load_average_before']:.1f} → {quality['load_average_after']:.1f})"
+        )
+        for name, row in quality["mixes"].items():
+            print(
+                f"  {name}: dense plans {row['dense']['makespan_dense_s']:.3f} s in "
+                f"{row['dense']['seconds']:.1f} s; site-model plans judged densely "
+                f"{row['sites']['makespan_dense_s']:.3f} s (own estimate "
+                f"{row['sites']['makespan_own_s']:.3f} s) in {row['sites']['seconds']:.1f} s: "
+                f"{row['ratio']:.3f}x, made {row['speedup']:.2f}x as fast (evaluations: dense "
+                f"{row['dense']['evaluations']} stopped by {row['dense']['stopped_by']}, sites "
+                f"{row['sites']['evaluations']} stopped by {row['sites']['stopped_by']}); the "
+                f"site model judges the dense plans {row['fidelity']:.3f}x their dense makespan"
+            )
+            verdicts.append((f"{kind} {name} within 1.03x", row["ratio"] <= QUALITY_RATIO))
+            verdicts.append((f"{kind} {name} at least as fast", row["speedup"] >= 1.0))
+    print()
+    for label, ok in verdicts:
+        print(f"{_verdict(ok)}  {label}")
+    report["verdicts"] = {label: ok for label, ok in verdicts}
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(report, indent=2, default=str))
+    print(f"\nwrote {OUT.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
