@@ -80,7 +80,13 @@ from hulk.hardware import link_bandwidth_gbps, link_ends, node_compute_tflops
 from hulk.jobs import FLOPS_PER_PARAM_TOKEN, GB, Job
 from hulk.schemas import STATUS_ACTIVE
 from hulk.settings import BandwidthTier, CostSettings, HardwareSettings
-from hulk.site_links import SiteLinks, SiteMatrix, build_site_links, inventory_sites
+from hulk.site_links import (
+    SiteLinks,
+    SiteMatrix,
+    bottleneck_tree,
+    build_site_links,
+    inventory_sites,
+)
 from hulk.tours import ring_tour
 
 GRADIENT_BYTES_PER_PARAM = 2  # fp16 gradients
@@ -566,8 +572,8 @@ def allreduce_lower_bound(fleet: Fleet, nodes: Iterable[int], nbytes: float) -> 
         grid = np.ix_(idx, idx)
         latency = np.asarray(fleet.latency_s if whole else fleet.latency_s[grid])
         bandwidth = np.asarray(fleet.bandwidth_Bps if whole else fleet.bandwidth_Bps[grid])
-        alpha = _bottleneck_tree(latency)
-        beta = -_bottleneck_tree(-bandwidth)
+        alpha = bottleneck_tree(latency)
+        beta = -bottleneck_tree(-bandwidth)
         if len(fleet._ring_bounds) >= _RING_CACHE_LIMIT:
             fleet._ring_bounds.clear()
         bounds = fleet._ring_bounds[key] = (alpha, beta)
@@ -604,8 +610,8 @@ def allreduce_group_bound(
     if len(present) > 1:
         latency, bandwidth = _group_links(fleet, groups)
         grid = np.ix_(present, present)
-        alpha = max(alpha, _bottleneck_tree(latency[grid]))
-        beta = min(beta, -_bottleneck_tree(-bandwidth[grid]))
+        alpha = max(alpha, bottleneck_tree(latency[grid]))
+        beta = min(beta, -bottleneck_tree(-bandwidth[grid]))
     return float(2 * (d - 1) * alpha + 2 * (d - 1) / d * nbytes / beta)
 
 
@@ -627,22 +633,6 @@ def _group_links(fleet: Fleet, groups: np.ndarray) -> tuple[np.ndarray, np.ndarr
         bandwidth = np.maximum.reduceat(bandwidth[:, order], starts, axis=1)
         cached = fleet._group_links[key] = (latency, bandwidth)
     return cached
-
-
-def _bottleneck_tree(weight: np.ndarray) -> float:
-    """The longest edge of a minimum spanning tree of symmetric `weight` (Prim, O(d²))."""
-    d = len(weight)
-    inside = np.zeros(d, bool)
-    inside[0] = True
-    reach = weight[0].astype(float)
-    longest = -np.inf
-    for _ in range(d - 1):
-        candidates = np.where(inside, np.inf, reach)
-        k = int(np.argmin(candidates))
-        longest = max(longest, float(candidates[k]))
-        inside[k] = True
-        reach = np.minimum(reach, weight[k])
-    return longest
 
 
 def _ring(fleet: Fleet, nodes: Iterable[int]) -> tuple[tuple[int, ...], float, float]:

@@ -235,8 +235,8 @@ class SiteLinks:
             a, b = position[i[inside]], position[j[inside]]
             np.minimum.at(lat, (a, b), self.exception_latency[inside])
             np.maximum.at(bw, (a, b), self.exception_bandwidth[inside])
-        alpha = _bottleneck(lat) if len(present) > 1 else -np.inf
-        beta = -_bottleneck(-bw) if len(present) > 1 else np.inf
+        alpha = bottleneck_tree(lat) if len(present) > 1 else -np.inf
+        beta = -bottleneck_tree(-bw) if len(present) > 1 else np.inf
         crowded = counts >= 2
         if crowded.any():  # each machine of a crowded site has some neighbour in the tree
             alpha = max(alpha, float(lat[crowded].min(axis=1).max()))
@@ -435,7 +435,7 @@ class SiteMatrix:
         return f"SiteMatrix({self.table}, {self.links.n} machines, {self.links.k} sites)"
 
 
-def _bottleneck(weight: np.ndarray) -> float:
+def bottleneck_tree(weight: np.ndarray) -> float:
     """The longest edge of a minimum spanning tree of symmetric `weight` (Prim, O(d²))."""
     d = len(weight)
     inside = np.zeros(d, bool)
