@@ -187,7 +187,7 @@ def run_hulk(
             )
             step_s.append(time.perf_counter() - clock)
             assert result.summary.queue is not None
-            schedule_s.append(result.summary.queue["scheduling_s"])
+            schedule_s.append(result.summary.queue.scheduling_s)
         with JobStore(jobs_db(data)) as store:
             done = len(store.jobs([FINISHED]))
         if done == total and not pending:
@@ -400,7 +400,7 @@ def run_big(settings: Settings, seed: int) -> dict:
             )
             steps.append(time.perf_counter() - clock)
             assert result.summary.queue is not None
-            scheduling.append(result.summary.queue["scheduling_s"])
+            scheduling.append(result.summary.queue.scheduling_s)
     return {"machines": len(inventory), "scheduling_s": scheduling, "step_s": steps}
 
 

@@ -13,7 +13,7 @@ import functools
 import math
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -28,11 +28,12 @@ from rich.table import Table
 from hulk import steps
 from hulk.errors import HulkError, InputError, storage_error
 from hulk.settings import DEFAULT_PARAMS, Settings, load_settings
-from hulk.stages import BASELINE_SYSTEMS, JobRow, StepResult, job_rows
+from hulk.stages import BASELINE_SYSTEMS, JobRow, StepResult
 
 if TYPE_CHECKING:
     from hulk.stages.assign import AssignSummary
     from hulk.stages.evaluate import EvaluateSummary
+    from hulk.stages.scheduling import QueueBlock
 
 app = typer.Typer(
     help="Hulk: place large training jobs on a geo-distributed GPU fleet.",
@@ -475,7 +476,7 @@ def _id_ranges(ids: list[int], limit: int = 6) -> str:
     return f"{len(ids)}: {shown}"
 
 
-def _placements_table(rows: list[JobRow], title: str, times: bool = True) -> Table:
+def _placements_table(rows: Sequence[JobRow], title: str, times: bool = True) -> Table:
     """Per job: status, machines, D×S and (with `times`) iteration time and lower bound."""
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
     for column in ("job", "status", "machines", "D×S"):
@@ -483,7 +484,7 @@ def _placements_table(rows: list[JobRow], title: str, times: bool = True) -> Tab
     if times:
         for column in ("iteration s", "lower bound s"):
             table.add_column(column, justify="right")
-    scheduled = any(row.times is not None for row in rows)
+    scheduled = any(row.scheduled is not None for row in rows)
     if scheduled:  # the scheduler's estimates (UTC)
         for column in ("start (UTC)", "finish (UTC)"):
             table.add_column(column)
@@ -492,7 +493,8 @@ def _placements_table(rows: list[JobRow], title: str, times: bool = True) -> Tab
         if times:
             cells += [_seconds(row.iteration_s), _seconds(row.lower_bound_s)]
         if scheduled:
-            start, finish = row.times or (None, None)
+            estimate = row.scheduled
+            start, finish = (estimate.start_at, estimate.finish_at) if estimate else (None, None)
             cells += [_utc_short(start), _utc_short(finish)]
         table.add_row(*cells)
     return table
@@ -503,7 +505,7 @@ def _utc_short(value: str | None) -> str:
     return f"{value[5:10]} {value[11:16]}" if value else "-"
 
 
-def _reasons(rows: list[JobRow]) -> None:
+def _reasons(rows: Sequence[JobRow]) -> None:
     for row in rows:
         if row.reason:
             out.print(f"  {escape(row.job)}: {escape(row.reason)}")
@@ -514,18 +516,24 @@ def _brief(result: StepResult[Any]) -> dict[str, Any]:
     return {k: v for k, v in result.summary.to_dict().items() if not isinstance(v, list | dict)}
 
 
-def _queue_lines(queue: dict[str, Any]) -> None:
+def _queue_lines(queue: QueueBlock) -> None:
     """The scheduler's figures under the placements table."""
-    actions = ", ".join(f"{n} {a}" for a, n in queue["actions"].items())
-    mean = queue["mean_completion_s"]
+    actions = ", ".join(f"{n} {a}" for a, n in queue.actions.items())
+    mean = queue.mean_completion_s
     out.print(
         f"queue: {actions}; mean completion "
         + (f"{mean / 3600:.1f} h" if mean is not None else "- (jobs without a length)")
-        + f"; all done by {queue['ends_at'] or '-'}"
+        + f"; all done by {queue.ends_at or '-'}"
     )
-    for key in ("finished", "moved", "withdrawn", "drained"):
-        if queue[key]:
-            out.print(f"  {key}: {', '.join(str(v) for v in queue[key])}")
+    changed: dict[str, Sequence[str | int]] = {
+        "finished": queue.finished,
+        "moved": queue.moved,
+        "withdrawn": queue.withdrawn,
+        "drained": queue.drained,
+    }
+    for key, values in changed.items():
+        if values:
+            out.print(f"  {key}: {', '.join(str(v) for v in values)}")
 
 
 def _makespan(value: float | None, schedule: str) -> None:
@@ -567,9 +575,8 @@ def _print_assignment(result: StepResult[AssignSummary], started: float) -> None
     from hulk.assign import schedule_of
 
     summary = result.summary
-    rows = job_rows(summary.jobs)
-    out.print(_placements_table(rows, f"placements ({summary.strategy})"))
-    _reasons(rows)
+    out.print(_placements_table(summary.jobs, f"placements ({summary.strategy})"))
+    _reasons(summary.jobs)
     _makespan(summary.makespan_s, schedule_of(summary.strategy))
     if summary.queue is not None:
         _queue_lines(summary.queue)
@@ -604,7 +611,7 @@ def evaluate(
 
 def _print_evaluation(result: StepResult[EvaluateSummary], file: Path, started: float) -> None:
     summary = result.summary
-    rows = job_rows(summary.jobs)
+    rows = summary.jobs
     title = f"{file.name}: strategy {summary.strategy}, {summary.schedule}"
     out.print(_placements_table(rows, title, times=False))
     table = Table(
@@ -710,7 +717,7 @@ def replan(
                 out.print(f"  {escape(move.job)}: {escape(move.reason)}")
     else:
         out.print("nothing moved")
-    rows = job_rows(summary.jobs)
+    rows = summary.jobs
     out.print(_placements_table(rows, f"placements ({summary.strategy})"))
     _reasons(rows)
     _makespan(summary.makespan_s, schedule_of(summary.strategy))

@@ -25,7 +25,6 @@ from hulk.placements import (
     SYSTEM_NAMES,
     JobPlacement,
     PlacementsFile,
-    json_safe,
 )
 
 RELATIVE_TOLERANCE = 1e-6  # stored and recomputed estimates agree within this
@@ -213,31 +212,3 @@ def _plan_label(strategy: str | None) -> str:
     if strategy in SYSTEM_NAMES:
         return f"plan (System {strategy}, placed job)"
     return f"Hulk plan ({strategy})" if strategy else "Hulk plan"
-
-
-def rows(evaluation: Evaluation) -> list[dict]:
-    """Plain per-job rows (for the CLI table and flow artifacts)."""
-
-    def seconds(cost: Cost | None) -> float | None:
-        if cost is None or not math.isfinite(cost.iteration_s):
-            return None
-        return cost.iteration_s
-
-    result = []
-    for job in evaluation.jobs:
-        parts = job.estimate if job.estimate is not None and job.estimate.feasible else None
-        result.append(
-            {
-                "job": job.job,
-                "status": job.status,
-                "machines": job.node_ids,
-                "shape": job.shape,
-                "iteration_s": seconds(job.estimate),
-                "compute_s": parts.compute_s if parts else None,
-                "comm_s": parts.comm_s if parts else None,
-                "lower_bound_s": job.lower_bound_s,
-                **{f"{name}_s": seconds(job.baselines.get(name)) for name in SYSTEM_NAMES},
-                "reason": job.reason or (job.estimate.reason if job.estimate else None),
-            }
-        )
-    return json_safe(result)

@@ -39,7 +39,7 @@ from hulk.code_deps import module_files
 from hulk.data_folder import LEARNING_CURVE_CSV, LEARNING_CURVES_PNG, TRAINING_DIR, VALIDATED
 from hulk.placements import LATEST
 from hulk.settings import Settings
-from hulk.stages import BASELINE_SYSTEMS, StepResult, job_rows
+from hulk.stages import BASELINE_SYSTEMS, StepResult
 from hulk.stages import assign as stage_assign
 from hulk.stages import corpus as stage_corpus
 from hulk.stages import evaluate as stage_evaluate
@@ -149,7 +149,7 @@ def _validate_metrics(settings: Settings, result: StepResult[ValidateSummary]) -
 
 
 def _assign_metrics(settings: Settings, result: StepResult[AssignSummary]) -> dict[str, Any]:
-    jobs = job_rows(result.summary.jobs)
+    jobs = result.summary.jobs
     return {
         "strategy": result.summary.strategy,
         "makespan_s": result.summary.makespan_s,
@@ -164,7 +164,7 @@ def _evaluate_metrics(settings: Settings, result: StepResult[EvaluateSummary]) -
     """Makespan, and per job the plan's iteration time and its speed-up over the best of A/B/C;
     also writes the plot data (job, system, iteration_s)."""
     rows, per_job = [], {}
-    for job in job_rows(result.summary.jobs):
+    for job in result.summary.jobs:
         plan = job.iteration_s
         systems = [(name, job.baselines_s[name]) for name in BASELINE_SYSTEMS]
         baselines = [value for _, value in systems if value is not None]

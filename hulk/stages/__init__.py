@@ -5,15 +5,16 @@ its outputs atomically and returns a `StepResult` whose summary is the step's ow
 `Summary` (defined in its module); a stage that finds an error raises before it writes anything
 downstream.
 
-The per-job rows of assign, replan and evaluate stay plain dicts in the summaries (they are the
-metrics files' and the flows' records as they are); readers take them as `JobRow`s
-(`job_rows`), so every field they use is named and typed in one place.
+The per-job rows of assign, replan and evaluate are `JobRow`s (evaluate's: `EvaluatedRow`s),
+and the scheduler's figures a typed block (`hulk.stages.scheduling.QueueBlock`): the CLI, the
+flows and the metrics read them by attribute. `Summary.to_dict` turns them back into the
+records of the metrics files and the flows' logs, key for key.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -30,7 +31,16 @@ class Summary:
     whose keys are not its fields overrides it)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+
+
+def plain(value: Any) -> Any:
+    """`value` with typed records (anything with a ``to_dict``) as their dicts, in lists too."""
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if isinstance(value, list):
+        return [plain(item) for item in value]
+    return value
 
 
 S = TypeVar("S", bound=Summary)
@@ -53,10 +63,18 @@ BASELINE_SYSTEMS = ("A", "B", "C")  # the whole-fleet systems of evaluate's rows
 
 
 @dataclass(frozen=True)
+class ScheduledTimes:
+    """The scheduler's estimate for one job of an assign run (UTC ISO times, None: unknown)."""
+
+    action: str  # keep | start | restart | move | wait | never
+    start_at: str | None
+    finish_at: str | None
+
+
+@dataclass(frozen=True)
 class JobRow:
-    """One job's line of a placements table: a row of `hulk.stages.assign.placement_rows`
-    (assign, replan; with the scheduler's estimates in an assign run) or of
-    `hulk.evaluate.rows` (with the plan's parts and the baselines)."""
+    """One job's line of a placements table (`hulk.stages.assign.placement_rows`: assign,
+    replan; with the scheduler's estimates in an assign run that scheduled)."""
 
     job: str
     status: str  # placed | queued | infeasible
@@ -65,30 +83,44 @@ class JobRow:
     iteration_s: float | None
     lower_bound_s: float | None
     reason: str | None
-    # The scheduler's (start_at, finish_at), UTC ISO or None each; None: the run did not
-    # schedule (whole-fleet systems, replan, evaluate).
-    times: tuple[str | None, str | None] | None = None
-    compute_s: float | None = None  # evaluate: the plan's compute and communication parts
+    # None: the run did not schedule (whole-fleet systems, replan).
+    scheduled: ScheduledTimes | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row as the summaries' records have it (`hulk.steps` metrics, the flows' logs)."""
+        row: dict[str, Any] = {
+            "job": self.job,
+            "status": self.status,
+            "machines": list(self.machines),
+            "shape": self.shape,
+            "iteration_s": self.iteration_s,
+            "lower_bound_s": self.lower_bound_s,
+            "reason": self.reason,
+        }
+        if self.scheduled is not None:
+            row.update(dataclasses.asdict(self.scheduled))
+        return row
+
+
+@dataclass(frozen=True)
+class EvaluatedRow(JobRow):
+    """A job's line of evaluate's cost table: the plan's parts and Systems A, B, C on the
+    whole fleet (`BASELINE_SYSTEMS`; None where a system cannot run the job)."""
+
+    compute_s: float | None = None
     comm_s: float | None = None
-    baselines_s: dict[str, float | None] = field(default_factory=dict)  # evaluate: A, B, C
+    baselines_s: dict[str, float | None] = field(default_factory=dict)
 
-    @classmethod
-    def from_dict(cls, row: Mapping[str, Any]) -> JobRow:
-        return cls(
-            job=row["job"],
-            status=row["status"],
-            machines=list(row["machines"]),
-            shape=row["shape"],
-            iteration_s=row["iteration_s"],
-            lower_bound_s=row["lower_bound_s"],
-            reason=row.get("reason"),
-            times=(row.get("start_at"), row.get("finish_at")) if "start_at" in row else None,
-            compute_s=row.get("compute_s"),
-            comm_s=row.get("comm_s"),
-            baselines_s={name: row[f"{name}_s"] for name in BASELINE_SYSTEMS if f"{name}_s" in row},
-        )
-
-
-def job_rows(rows: Sequence[Mapping[str, Any]]) -> list[JobRow]:
-    """A summary's per-job rows (its ``jobs``), typed."""
-    return [JobRow.from_dict(row) for row in rows]
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "job": self.job,
+            "status": self.status,
+            "machines": list(self.machines),
+            "shape": self.shape,
+            "iteration_s": self.iteration_s,
+            "compute_s": self.compute_s,
+            "comm_s": self.comm_s,
+            "lower_bound_s": self.lower_bound_s,
+            **{f"{name}_s": self.baselines_s.get(name) for name in BASELINE_SYSTEMS},
+            "reason": self.reason,
+        }

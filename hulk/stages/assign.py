@@ -13,20 +13,21 @@ from typing import TYPE_CHECKING, Any
 from hulk import schemas
 from hulk.data_folder import load_fleet
 from hulk.settings import Settings
-from hulk.stages import StepResult, Summary
+from hulk.stages import JobRow, StepResult, Summary
 
 if TYPE_CHECKING:
     from hulk.cost import Fleet
     from hulk.placements import JobPlacement
+    from hulk.stages.scheduling import QueueBlock
 
 
 @dataclass(frozen=True)
 class AssignSummary(Summary):
     strategy: str
     run_id: str
-    jobs: list[dict[str, Any]]  # `placement_rows`
+    jobs: list[JobRow]  # `placement_rows`
     makespan_s: float | None
-    queue: dict[str, Any] | None = None  # the scheduler's figures (`hulk.stages.schedule`)
+    queue: QueueBlock | None = None  # the scheduler's figures (`hulk.stages.scheduling`)
 
 
 def run(
@@ -127,18 +128,18 @@ def load_champion(settings: Settings) -> tuple[Any, dict[str, Any]]:
     return model_from_state(config, state_dict), record
 
 
-def placement_rows(placements: Sequence[JobPlacement], fleet: Fleet) -> list[dict[str, Any]]:
+def placement_rows(placements: Sequence[JobPlacement], fleet: Fleet) -> list[JobRow]:
     """Per job: status, machines (node ids), shape, iteration time, lower bound, reason (the
     CLI's placements table and the assign metrics)."""
     return [
-        {
-            "job": p.job.name,
-            "status": p.status,
-            "machines": p.node_ids(fleet),
-            "shape": p.shape,
-            "iteration_s": p.estimate.iteration_s if p.estimate else None,
-            "lower_bound_s": p.lower_bound_s,
-            "reason": p.reason,
-        }
+        JobRow(
+            job=p.job.name,
+            status=p.status,
+            machines=p.node_ids(fleet),
+            shape=p.shape,
+            iteration_s=p.estimate.iteration_s if p.estimate else None,
+            lower_bound_s=p.lower_bound_s,
+            reason=p.reason,
+        )
         for p in placements
     ]

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from hulk import fileio, schemas
 from hulk.data_folder import load_fleet
 from hulk.findings import Finding
 from hulk.settings import Settings
-from hulk.stages import StepResult, Summary
+from hulk.stages import BASELINE_SYSTEMS, EvaluatedRow, StepResult, Summary
+
+if TYPE_CHECKING:
+    from hulk.cost import Cost
+    from hulk.evaluate import Evaluation
 
 
 @dataclass(frozen=True)
@@ -19,7 +23,7 @@ class EvaluateSummary(Summary):
     run_id: str | None
     strategy: str | None
     schedule: str
-    jobs: list[dict[str, Any]]  # `hulk.evaluate.rows`
+    jobs: list[EvaluatedRow]  # `evaluated_rows`
     makespan_s: float | None
 
 
@@ -37,7 +41,7 @@ def run(
     from hulk.assign import changed_fleet_frames, earlier_failures
     from hulk.cost import Fleet
     from hulk.evaluate import evaluate as evaluate_file
-    from hulk.evaluate import plot_costs, rows
+    from hulk.evaluate import plot_costs
     from hulk.placements import LATEST, read_placements
 
     if placements_file is None:
@@ -80,7 +84,35 @@ def run(
             run_id=checked.doc.get("run_id"),
             strategy=evaluation.strategy,
             schedule=evaluation.schedule,
-            jobs=rows(evaluation),
+            jobs=evaluated_rows(evaluation),
             makespan_s=evaluation.makespan_s,
         ),
     )
+
+
+def evaluated_rows(evaluation: Evaluation) -> list[EvaluatedRow]:
+    """Per job of the evaluation: the plan's seconds and parts, the lower bound and Systems A,
+    B, C (None for what is infinite or unknown), for the CLI's tables and the metrics."""
+    from hulk.placements import json_safe
+
+    def seconds(cost: Cost | None) -> float | None:
+        return None if cost is None else json_safe(cost.iteration_s)
+
+    found = []
+    for job in evaluation.jobs:
+        parts = job.estimate if job.estimate is not None and job.estimate.feasible else None
+        found.append(
+            EvaluatedRow(
+                job=job.job,
+                status=job.status,
+                machines=json_safe(job.node_ids),
+                shape=job.shape,
+                iteration_s=seconds(job.estimate),
+                lower_bound_s=json_safe(job.lower_bound_s),
+                reason=job.reason or (job.estimate.reason if job.estimate else None),
+                compute_s=json_safe(parts.compute_s) if parts else None,
+                comm_s=json_safe(parts.comm_s) if parts else None,
+                baselines_s={name: seconds(job.baselines.get(name)) for name in BASELINE_SYSTEMS},
+            )
+        )
+    return found

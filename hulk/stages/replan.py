@@ -16,7 +16,7 @@ from hulk.data_folder import load_fleet
 from hulk.errors import InputError
 from hulk.findings import Finding
 from hulk.settings import Settings
-from hulk.stages import StepResult, Summary
+from hulk.stages import JobRow, StepResult, Summary
 from hulk.stages.assign import placement_rows
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ class ReplanSummary(Summary):
     run_id: str
     replanned_from: str | None  # the run id of the placements re-planned
     moves: list[Move]  # per job that changed (`to_dict`: the metrics' and the file's form)
-    jobs: list[dict[str, Any]]  # `placement_rows` on the changed fleet
+    jobs: list[JobRow]  # `placement_rows` on the changed fleet
     makespan_s: float | None
 
     def to_dict(self) -> dict[str, Any]:
@@ -38,7 +38,7 @@ class ReplanSummary(Summary):
             "run_id": self.run_id,
             "from": self.replanned_from,
             "moves": [move.to_dict() for move in self.moves],
-            "jobs": self.jobs,
+            "jobs": [row.to_dict() for row in self.jobs],
             "makespan_s": self.makespan_s,
         }
 

@@ -33,7 +33,7 @@ from hulk.findings import Finding
 from hulk.job_store import QUEUED, RUNNING, SUBMITTED, JobState, JobStore
 from hulk.jobs import format_time
 from hulk.settings import Settings
-from hulk.stages import StepResult
+from hulk.stages import ScheduledTimes, StepResult
 
 if TYPE_CHECKING:
     from hulk.cost import Cost, Fleet, Plan
@@ -301,26 +301,75 @@ def _at(now: dt.datetime, seconds: float | None) -> str | None:
     return format_time(now + dt.timedelta(seconds=seconds))
 
 
-def job_extra(
-    decision: Decision, fleet: Fleet, now: dt.datetime, state: JobState | None
-) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class JobSchedule:
     """The scheduler's keys of one job's placements entry (docs/contracts.md)."""
+
+    action: str
+    start_at: str | None  # UTC ISO; None: unknown (a job without a length)
+    finish_at: str | None
+    overhead_s: float  # checkpoint transfer and restart before it computes
+    waits_for: list[str]  # the jobs whose machines it waits for
+    planned_nodes: list[int]  # a waiting job: the machines it will get
+    iterations: int | None
+    done_iterations: float
+    deadline_met: bool | None  # None: no deadline
+
+    def times(self) -> ScheduledTimes:
+        return ScheduledTimes(self.action, self.start_at, self.finish_at)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The keys as the placements file has them, in its order."""
+        return dataclasses.asdict(self)
+
+
+def job_schedule(
+    decision: Decision, fleet: Fleet, now: dt.datetime, state: JobState | None
+) -> JobSchedule:
+    """A decision's start, finish and progress as its placements entry states them."""
     from hulk.scheduler import WAIT
 
     started = state.started_at if state is not None and decision.action == "keep" else None
-    return {
-        "action": decision.action,
-        "start_at": format_time(started) if started else _at(now, decision.start_s),
-        "finish_at": _at(now, decision.finish_s),
-        "overhead_s": decision.overhead_s,
-        "waits_for": list(decision.waits_for),
-        "planned_nodes": (
+    return JobSchedule(
+        action=decision.action,
+        start_at=format_time(started) if started else _at(now, decision.start_s),
+        finish_at=_at(now, decision.finish_s),
+        overhead_s=decision.overhead_s,
+        waits_for=list(decision.waits_for),
+        planned_nodes=(
             [fleet.node_id(i) for i in decision.nodes] if decision.action == WAIT else []
         ),
-        "iterations": decision.job.iterations,
-        "done_iterations": round(state.progress(now), 1) if state is not None else 0.0,
-        "deadline_met": None if decision.deadline_s is None else not decision.late,
-    }
+        iterations=decision.job.iterations,
+        done_iterations=round(state.progress(now), 1) if state is not None else 0.0,
+        deadline_met=None if decision.deadline_s is None else not decision.late,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class QueueBlock:
+    """The placements file's top-level ``queue`` block: the schedule's figures and what
+    this run changed (docs/contracts.md)."""
+
+    now: str  # UTC ISO: the run's clock
+    order: str  # the waiting-job order the schedule kept (`hulk.scheduler.Schedule.order`)
+    mean_completion_s: float | None
+    makespan_s: float | None
+    ends_at: str | None
+    missed_deadlines: int
+    actions: dict[str, int]  # per action, how many jobs (sorted by action)
+    moved: list[str]
+    finished: list[str]
+    submitted: list[str]
+    withdrawn: list[str]
+    drained: list[int]  # node ids drained for not reporting
+    strategy_plans: bool  # the strategy's plans were kept for the jobs starting together
+    scheduling_s: float
+    plans_made: int
+    plans_remembered: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """The block as the placements file has it, in its order."""
+        return dataclasses.asdict(self)
 
 
 def queue_block(
@@ -332,29 +381,29 @@ def queue_block(
     seconds: float,
     strategy_plans: bool,
     plans: tuple[int, int] = (0, 0),
-) -> dict[str, Any]:
+) -> QueueBlock:
     """The placements file's top-level ``queue`` block."""
     counts: dict[str, int] = {}
     for d in found.decisions:
         counts[d.action] = counts.get(d.action, 0) + 1
-    return {
-        "now": format_time(now),
-        "order": found.order,
-        "mean_completion_s": found.mean_completion_s,
-        "makespan_s": found.makespan_s,
-        "ends_at": _at(now, found.makespan_s),
-        "missed_deadlines": found.missed_deadlines,
-        "actions": dict(sorted(counts.items())),
-        "moved": list(found.moves),
-        "finished": list(finished),
-        "submitted": list(changes.get("submitted", [])),
-        "withdrawn": list(changes.get("withdrawn", [])),
-        "drained": list(drained),
-        "strategy_plans": strategy_plans,
-        "scheduling_s": round(seconds, 3),
-        "plans_made": plans[0],
-        "plans_remembered": plans[1],
-    }
+    return QueueBlock(
+        now=format_time(now),
+        order=found.order,
+        mean_completion_s=found.mean_completion_s,
+        makespan_s=found.makespan_s,
+        ends_at=_at(now, found.makespan_s),
+        missed_deadlines=found.missed_deadlines,
+        actions=dict(sorted(counts.items())),
+        moved=list(found.moves),
+        finished=list(finished),
+        submitted=list(changes.get("submitted", [])),
+        withdrawn=list(changes.get("withdrawn", [])),
+        drained=list(drained),
+        strategy_plans=strategy_plans,
+        scheduling_s=round(seconds, 3),
+        plans_made=plans[0],
+        plans_remembered=plans[1],
+    )
 
 
 def record(store: JobStore, found: Schedule, fleet: Fleet, now: dt.datetime) -> None:
@@ -474,8 +523,8 @@ def schedule_run(
         by_name = {s.job.name: s for s in states}
         known: dict[str, dict[str, Cost]] = {}
         placed = [_placement(d, fleet, known) for d in found.decisions]
-        extras = {
-            d.job.name: job_extra(d, fleet, started, by_name.get(d.job.name))
+        scheduled = {
+            d.job.name: job_schedule(d, fleet, started, by_name.get(d.job.name))
             for d in found.decisions
         }
         queue = queue_block(
@@ -502,17 +551,18 @@ def schedule_run(
             started=started,
             generated_at=now,
             model=model_record,
-            extra={"queue": queue},
-            job_extra=extras,
+            extra={"queue": queue.to_dict()},
+            job_extra={name: entry.to_dict() for name, entry in scheduled.items()},
         )
         path = pl.write_placements(doc, out_dir)
         # The file first: should recording fail, the next run schedules again from the old
         # state rather than the store claiming starts nobody was told about.
         record(store, found, fleet, started)
         plan_fn.save(started)
-    rows = placement_rows(placed, fleet)
-    for row in rows:
-        row.update({k: extras[row["job"]][k] for k in ("action", "start_at", "finish_at")})
+    rows = [
+        dataclasses.replace(row, scheduled=scheduled[row.job].times())
+        for row in placement_rows(placed, fleet)
+    ]
     return StepResult(
         outputs={"placements": path, "latest": out_dir / pl.LATEST},
         summary=AssignSummary(

@@ -140,7 +140,7 @@ def test_a_machine_that_stopped_reporting_moves_only_its_job(
     assert silent not in second["gpt"]["nodes"] + second["gpt"]["planned_nodes"]
     assert [w.rule for w in result.warnings] == ["assign.drained_not_reporting"]
     assert str(silent) in result.warnings[0].message
-    assert result.summary.queue is not None and result.summary.queue["drained"] == [silent]
+    assert result.summary.queue is not None and result.summary.queue.drained == [silent]
 
 
 @pytest.mark.slow
