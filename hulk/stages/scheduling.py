@@ -162,6 +162,73 @@ def _stage_records(replicas: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [stage for replica in replicas for stage in replica.get("stages", [])]
 
 
+@dataclasses.dataclass(frozen=True)
+class RememberedPlan:
+    """A stage plan as the job store remembers it (JSON): the plan's records, or None when the
+    machines cannot hold the job, and its cost with infinite seconds stored as None."""
+
+    plan: list[dict[str, Any]] | None  # `hulk.cost.Plan.to_records`
+    iteration_s: float | None
+    compute_s: float | None
+    comm_s: float | None
+    feasible: bool
+    reason: str | None
+
+    @classmethod
+    def of(cls, plan: Plan | None, cost: Cost, fleet: Fleet) -> RememberedPlan:
+        def stored(seconds: float) -> float | None:
+            return seconds if math.isfinite(seconds) else None
+
+        return cls(
+            plan=plan.to_records(fleet) if plan is not None else None,
+            iteration_s=stored(cost.iteration_s),
+            compute_s=stored(cost.compute_s),
+            comm_s=stored(cost.comm_s),
+            feasible=cost.feasible,
+            reason=cost.reason,
+        )
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> RememberedPlan:
+        cost = record["cost"]
+        return cls(
+            plan=record["plan"],
+            iteration_s=cost["iteration_s"],
+            compute_s=cost["compute_s"],
+            comm_s=cost["comm_s"],
+            feasible=bool(cost["feasible"]),
+            reason=cost["reason"],
+        )
+
+    def to_record(self) -> dict[str, Any]:
+        """The store's JSON record (`hulk.job_store.JobStore.remember_plans`)."""
+        return {
+            "plan": self.plan,
+            "cost": {
+                "iteration_s": self.iteration_s,
+                "compute_s": self.compute_s,
+                "comm_s": self.comm_s,
+                "feasible": self.feasible,
+                "reason": self.reason,
+            },
+        }
+
+    def restore(self, fleet: Fleet) -> tuple[Plan | None, Cost]:
+        from hulk.cost import Cost, Plan
+
+        def seconds(value: float | None) -> float:
+            return math.inf if value is None else float(value)
+
+        cost = Cost(
+            seconds(self.iteration_s),
+            seconds(self.compute_s),
+            seconds(self.comm_s),
+            feasible=self.feasible,
+            reason=self.reason,
+        )
+        return (Plan.from_records(fleet, self.plan) if self.plan else None), cost
+
+
 class PlanMemory:
     """The stage planner (`hulk.planner.plan_job`) remembering its plans in the job store: a
     plan is a pure function of the fleet, the planner settings, the job and the machines, so
@@ -175,8 +242,8 @@ class PlanMemory:
             [fleet_snapshot(fleet), settings.planner.model_dump(mode="json")], sort_keys=True
         )
         self.head = hashlib.sha256(head.encode()).hexdigest()
-        self.new: dict[str, dict[str, Any]] = {}
-        self.used: dict[str, dict[str, Any]] = {}
+        self.new: dict[str, RememberedPlan] = {}
+        self.used: dict[str, RememberedPlan] = {}
 
     def key(self, job: Any, nodes: np.ndarray) -> str:
         from hulk.jobs import job_to_dict
@@ -192,43 +259,29 @@ class PlanMemory:
         key = self.key(job, nodes)
         return key in self.new or bool(self.store.cached_plans([key]))
 
+    def _known(self, key: str) -> RememberedPlan | None:
+        if key in self.new:
+            return self.new[key]
+        record = self.store.cached_plans([key]).get(key)
+        return None if record is None else RememberedPlan.from_record(record)
+
     def __call__(self, job: Any, nodes: np.ndarray) -> tuple[Plan | None, Cost]:
-        from hulk.cost import Cost, Plan
         from hulk.planner import plan_job
 
         key = self.key(job, nodes)
-        known = self.new.get(key) or self.store.cached_plans([key]).get(key)
+        known = self._known(key)
         if known is not None:
             self.used[key] = known
-            times = known["cost"]
-            seconds = [math.inf if times[k] is None else float(times[k]) for k in _COST_TIMES]
-            cost = Cost(
-                seconds[0],
-                seconds[1],
-                seconds[2],
-                feasible=bool(times["feasible"]),
-                reason=times["reason"],
-            )
-            plan = Plan.from_records(self.fleet, known["plan"]) if known["plan"] else None
-            return plan, cost
+            return known.restore(self.fleet)
         plan, cost = plan_job(job, self.fleet, nodes, self.settings.planner)
-        self.new[key] = {
-            "plan": plan.to_records(self.fleet) if plan is not None else None,
-            "cost": {
-                "iteration_s": cost.iteration_s if math.isfinite(cost.iteration_s) else None,
-                "compute_s": cost.compute_s if math.isfinite(cost.compute_s) else None,
-                "comm_s": cost.comm_s if math.isfinite(cost.comm_s) else None,
-                "feasible": cost.feasible,
-                "reason": cost.reason,
-            },
-        }
+        self.new[key] = RememberedPlan.of(plan, cost, self.fleet)
         return plan, cost
 
     def save(self, now: dt.datetime) -> None:
-        self.store.remember_plans({**self.used, **self.new}, now)
+        plans = {**self.used, **self.new}
+        self.store.remember_plans({key: plan.to_record() for key, plan in plans.items()}, now)
 
 
-_COST_TIMES = ("iteration_s", "compute_s", "comm_s")
 # The jobs-file keys that do not change a plan.
 _NOT_SIZES = ("name", "priority", "iterations", "submitted_at", "deadline")
 

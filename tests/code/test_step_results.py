@@ -130,3 +130,21 @@ def test_plain_leaves_values_without_a_record_as_they_are() -> None:
     assert plain([1, "a", None]) == [1, "a", None]
     assert plain({"k": 1}) == {"k": 1}
     assert isinstance(AssignSummary("A", "r", [], None), Summary)
+
+
+def test_a_remembered_plan_round_trips_through_the_stores_record() -> None:
+    from hulk.stages.scheduling import RememberedPlan
+
+    record = {
+        "plan": None,
+        "cost": {
+            "iteration_s": None,
+            "compute_s": None,
+            "comm_s": None,
+            "feasible": False,
+            "reason": "too little memory",
+        },
+    }
+    remembered = RememberedPlan.from_record(record)
+    assert remembered.to_record() == record
+    assert json.dumps(remembered.to_record()) == json.dumps(record)  # same key order
