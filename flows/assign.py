@@ -140,7 +140,7 @@ def assign_flow(params: str = "params.yaml", data_dir: str | None = None) -> dic
     doc = json.loads(Path(placements).read_text(encoding="utf-8"))
     markdown = placements_markdown(doc)
     table = create_table_artifact(
-        steps.placements_rows(doc),
+        [row.to_dict() for row in steps.placements_rows(doc)],
         key=ARTIFACT_KEY,
         description=f"Placements {doc['run_id']} ({doc['strategy']}): seconds per iteration "
         "of each job's plan against Systems A, B, C over the whole fleet.",

@@ -27,7 +27,7 @@ import json
 import logging
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,7 @@ from hulk.code_deps import module_files
 from hulk.data_folder import LEARNING_CURVE_CSV, LEARNING_CURVES_PNG, TRAINING_DIR, VALIDATED
 from hulk.placements import LATEST
 from hulk.settings import Settings
-from hulk.stages import BASELINE_SYSTEMS, StepResult
+from hulk.stages import BASELINE_SYSTEMS, ScheduledTimes, StepResult
 from hulk.stages import assign as stage_assign
 from hulk.stages import corpus as stage_corpus
 from hulk.stages import evaluate as stage_evaluate
@@ -522,7 +522,38 @@ def record_dvc_lock(settings: Settings, params_file: Path, names: Sequence[str])
 # --- reporting a published placements file --------------------------------------------------------
 
 
-def placements_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class PlacementsRow:
+    """One job of a published placements document, as its report shows it."""
+
+    job: str
+    status: str
+    machines: int  # how many
+    replicas: int
+    stages: int  # per replica
+    iteration_s: float | None  # 4 significant digits; None: no plan
+    baselines_s: dict[str, float | None]  # Systems A, B, C on the whole fleet; None: cannot
+    scheduled: ScheduledTimes | None  # the scheduler's estimates (UTC); None: not scheduled
+    reason: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row of the assign flow's Prefect table artifact."""
+        row: dict[str, Any] = {
+            "job": self.job,
+            "status": self.status,
+            "machines": self.machines,
+            "replicas": self.replicas,
+            "stages": self.stages,
+            "iteration_s": self.iteration_s,
+            **{f"{name}_s": self.baselines_s[name] for name in BASELINE_SYSTEMS},
+        }
+        if self.scheduled is not None:
+            row.update(asdict(self.scheduled))
+        row["reason"] = self.reason
+        return row
+
+
+def placements_rows(doc: dict[str, Any]) -> list[PlacementsRow]:
     """Per job of a placements document: machines, stages, seconds per iteration vs A/B/C.
 
     The rows of the assign flow's Prefect table artifact (and its markdown twin in MLflow).
@@ -530,24 +561,28 @@ def placements_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for job in doc.get("jobs", []):
         replicas = job.get("replicas") or []
-        stages = len(replicas[0]["stages"]) if replicas else 0
         estimate = job.get("estimate") or {}
         baselines = job.get("baselines") or {}
-        row = {
-            "job": job["job"],
-            "status": job["status"],
-            "machines": len(job.get("nodes") or []),
-            "replicas": len(replicas),
-            "stages": stages,
-            "iteration_s": _round(estimate.get("iteration_s")),
-        }
-        for name in ("A", "B", "C"):
+        systems: dict[str, float | None] = {}
+        for name in BASELINE_SYSTEMS:
             base = baselines.get(name) or {}
-            row[f"{name}_s"] = _round(base.get("iteration_s")) if base.get("feasible") else None
-        if "action" in job:  # the scheduler's estimates (UTC)
-            row.update({key: job.get(key) for key in ("action", "start_at", "finish_at")})
-        row["reason"] = job.get("reason")
-        rows.append(row)
+            systems[name] = _round(base.get("iteration_s")) if base.get("feasible") else None
+        scheduled = None
+        if "action" in job:
+            scheduled = ScheduledTimes(job["action"], job.get("start_at"), job.get("finish_at"))
+        rows.append(
+            PlacementsRow(
+                job=job["job"],
+                status=job["status"],
+                machines=len(job.get("nodes") or []),
+                replicas=len(replicas),
+                stages=len(replicas[0]["stages"]) if replicas else 0,
+                iteration_s=_round(estimate.get("iteration_s")),
+                baselines_s=systems,
+                scheduled=scheduled,
+                reason=job.get("reason"),
+            )
+        )
     return rows
 
 
@@ -588,27 +623,26 @@ def placements_markdown(doc: dict[str, Any]) -> str:
         "| job | status | machines | replicas × stages | plan s | A s | B s | C s |",
         "|---|---|---:|---|---:|---:|---:|---:|",
     ]
-    for row in placements_rows(doc):
+    rows = placements_rows(doc)
+    for row in rows:
+        seconds = (row.iteration_s, *(row.baselines_s[name] for name in BASELINE_SYSTEMS))
         cells = [
-            row["job"],
-            row["status"],
-            str(row["machines"]),
-            f"{row['replicas']} × {row['stages']}",
-            *(
-                "-" if row[key] is None else f"{row[key]:,}"
-                for key in ("iteration_s", "A_s", "B_s", "C_s")
-            ),
+            row.job,
+            row.status,
+            str(row.machines),
+            f"{row.replicas} × {row.stages}",
+            *("-" if value is None else f"{value:,}" for value in seconds),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     times = [
-        f"- {row['job']}: {row['action']}, start {row['start_at'] or '-'}, "
-        f"finish {row['finish_at'] or '-'}"
-        for row in placements_rows(doc)
-        if "action" in row
+        f"- {row.job}: {row.scheduled.action}, start {row.scheduled.start_at or '-'}, "
+        f"finish {row.scheduled.finish_at or '-'}"
+        for row in rows
+        if row.scheduled is not None
     ]
     if times:
         lines += ["", "Estimated start and finish (UTC):", "", *times]
-    reasons = [f"- {row['job']}: {row['reason']}" for row in placements_rows(doc) if row["reason"]]
+    reasons = [f"- {row.job}: {row.reason}" for row in rows if row.reason]
     if reasons:
         lines += ["", *reasons]
     return "\n".join(lines) + "\n"
