@@ -6,6 +6,8 @@
 * Every relative link of README.md, docs/*.md and bench/README.md points to an existing file,
   and its ``#anchor`` (when it has one) to a heading of that file.
 * Every pointer ``docs/<file>.md#<anchor>`` in the tracked files names an existing heading.
+* README's step table takes a reader from each step of `hulk.steps.STEPS` to its stage
+  module in one link.
 """
 
 from __future__ import annotations
@@ -147,6 +149,23 @@ def test_docs_pointers_name_existing_headings() -> None:
     assert not broken, "\n".join(broken)
 
 
+def test_readme_links_every_step_to_its_module() -> None:
+    from hulk.steps import STEPS
+
+    rows = {
+        cells[1].strip(): cells
+        for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+        if line.startswith("| ") and len(cells := line.split("|")) > 2
+    }
+    missing = []
+    for step in STEPS:
+        module = step.stage.__module__.replace(".", "/") + ".py"
+        row = rows.get(step.name)
+        if row is None or f"]({module})" not in row[-2]:
+            missing.append(f"{step.name}: no README table row linking {module}")
+    assert not missing, "\n".join(missing)
+
+
 def test_docs_exist() -> None:
-    for name in ("docs/design.md", "docs/contracts.md", "bench/README.md"):
+    for name in ("docs/design.md", "docs/contracts.md", "docs/operations.md", "bench/README.md"):
         assert (REPO / name).is_file(), name
