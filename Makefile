@@ -25,12 +25,13 @@ test: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
-## test-fast: lint, the type check and the tests not marked slow (no flows, DVC or process pools)
+## test-fast: lint, the type check and the tests not marked slow (no flows, DVC or process pools),
+## on every core (pytest-xdist; a module's tests stay on one worker, so its fixtures are built once)
 test-fast: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow" -n auto --dist loadscope
 
 lint: $(STAMP)
 	$(BIN)/ruff check --fix .

@@ -300,6 +300,7 @@ def paper(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("system", ["A", "B", "C"])
 def test_hulk47_baselines_assign_and_evaluate(paper: Path, system: str) -> None:
     out = paper.parent / f"placements-{system}"
@@ -322,6 +323,7 @@ def test_hulk47_baselines_assign_and_evaluate(paper: Path, system: str) -> None:
     assert plot.read_bytes().startswith(PNG)
 
 
+@pytest.mark.slow
 def test_hulk47_replan_of_a_whole_fleet_system(paper: Path) -> None:
     out = paper.parent / "placements-replan"
     jobs = paper.parent / "jobs.yaml"

@@ -230,6 +230,7 @@ def test_sampled_probe_graph_stays_connected(blocked: float, peers: int) -> None
     assert nx.is_connected(graph)
 
 
+@pytest.mark.slow
 def test_large_fleets_probe_own_city_plus_a_sample() -> None:
     settings = fast()  # preset stays "paper-47": the policy follows the inventory, not the name
     fleet = build_fleet("synthetic-200", SEED, settings)

@@ -527,6 +527,7 @@ def test_link_schema_problems(tmp_path):
 # --- run_validation -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_run_validation_writes_report_quarantine_and_docs(tmp_path):
     inventory = make_inventory()
     fileio.write_csv(tmp_path / schemas.INVENTORY_FILE, inventory)

@@ -95,6 +95,7 @@ def test_a_changed_cache_entry_is_not_used(built: Settings, tmp_path: Path) -> N
     assert stage.run(moved).summary.reused is False
 
 
+@pytest.mark.slow
 def test_the_cache_keeps_the_newest_entries(tmp_path: Path) -> None:
     for fleets in range(1, corpora.CACHE_KEEP + 2):
         stage.run(_settings(tmp_path, f"f{fleets}", fleets=fleets))
@@ -106,6 +107,7 @@ def test_the_cache_keeps_the_newest_entries(tmp_path: Path) -> None:
     assert corpora.cached_corpus(newest, newest.seed) is not None
 
 
+@pytest.mark.slow
 def test_moving_the_corpus_reuses_the_prior(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -41,6 +41,7 @@ def _future_rows(count: int = 100) -> pd.DataFrame:
     return rows.assign(ts=rows["ts"] + pd.Timedelta(days=(FUTURE - DAYS[-1]).days))
 
 
+@pytest.mark.slow
 def test_future_partition_does_not_move_the_window(tmp_path: Path) -> None:
     inventory = make_inventory()
     clean = write_logs(tmp_path / "clean", make_days())

@@ -43,6 +43,7 @@ def metrics(corpus: Corpus) -> dict[str, float]:
     return evaluate_gnn(model, corpus, SETTINGS, split="test")
 
 
+@pytest.mark.slow
 def test_overall_figures(corpus: Corpus, metrics: dict[str, float]) -> None:
     assert metrics["samples"] == len(corpus.split("test")) > 0
     assert 0.0 <= metrics["node_accuracy"] <= 1.0
@@ -52,6 +53,7 @@ def test_overall_figures(corpus: Corpus, metrics: dict[str, float]) -> None:
     assert metrics["inference_seconds"] < metrics["gnn_seconds"]
 
 
+@pytest.mark.slow
 def test_figures_by_fleet_size_cover_every_sample(
     corpus: Corpus, metrics: dict[str, float]
 ) -> None:

@@ -482,6 +482,7 @@ def test_the_training_data_is_logged_as_the_runs_dataset_input(tmp_path: Path) -
     assert {(tag.key, tag.value) for tag in logged.tags} == {("mlflow.data.context", "training")}
 
 
+@pytest.mark.slow
 def test_training_metric_names_are_valid_grouped_and_gate_first() -> None:
     """Every name the train step logs passes MLflow's name rule, and the UI's sections (the
     names' prefixes, in alphabetical order) start with the gate."""
