@@ -47,11 +47,24 @@ def _links(logs: Path, quarantine: pd.DataFrame | None = None) -> pd.DataFrame:
 @pytest.mark.parametrize(
     ("bad_row", "rule", "reason"),
     [
-        (row(MID, src=0, dst=1, elapsed_ms=0.0), "logs.elapsed_zero", "elapsed_ms 0"),  # one city
+        # One case per rule runs in the fast suite; the variants of a rule are marked slow.
+        pytest.param(
+            row(MID, src=0, dst=1, elapsed_ms=0.0),  # one city
+            "logs.elapsed_zero",
+            "elapsed_ms 0",
+            marks=pytest.mark.slow,
+        ),
         (row(MID, elapsed_ms=0.0), "logs.elapsed_zero", "elapsed_ms 0"),  # Beijing → Tokyo
-        (row(MID, elapsed_ms=-0.0), "logs.elapsed_zero", "elapsed_ms 0"),
+        pytest.param(
+            row(MID, elapsed_ms=-0.0), "logs.elapsed_zero", "elapsed_ms 0", marks=pytest.mark.slow
+        ),
         (row(MID, elapsed_ms=math.inf), "logs.elapsed_infinite", "infinite"),
-        (row(MID, status="timeout", elapsed_ms=math.inf), "logs.elapsed_infinite", "infinite"),
+        pytest.param(
+            row(MID, status="timeout", elapsed_ms=math.inf),
+            "logs.elapsed_infinite",
+            "infinite",
+            marks=pytest.mark.slow,
+        ),
         (row(MID, elapsed_ms=1e9), "logs.elapsed_too_large", "above max_elapsed_ms (60000 ms)"),
     ],
 )
