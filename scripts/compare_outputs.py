@@ -23,11 +23,12 @@ the steps that read it, so the placements' run ids and the validation's time rul
 Some outputs legitimately differ between two runs of the same code, and `compare` says where:
 wall-clock figures (the teacher's seconds in corpus.json and labels/labels.json, training and
 inference seconds and the speed-ups made of them in metrics/details/train.json, the
-``seconds`` column of training/learning_curve.csv), the sha256 of a ``torch.save`` file (the
-archive's folder is named after the temporary file it was written through: the members are
-compared instead),
-MLflow's database (random run ids, timestamps; its artifacts are paired across run ids), and
-what Great Expectations generates (random ids, Data Docs pages stamped with the time).
+``seconds`` column of training/learning_curve.csv, the scheduler's ``queue.scheduling_s`` in the
+placements file and so its run id, whose hash covers that block), the sha256 of a
+``torch.save`` file (the archive's folder is named after the temporary file it was written
+through: the members are compared instead), MLflow's database (random run ids, timestamps;
+its artifacts are paired across run ids), and what Great Expectations generates (random ids,
+Data Docs pages stamped with the time).
 """
 
 from __future__ import annotations
