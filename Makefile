@@ -25,13 +25,12 @@ test: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
-## test-fast: lint, the type check and the tests not marked slow (no flows, DVC or process pools),
-## on every core (pytest-xdist; a module's tests stay on one worker, so its fixtures are built once)
+## test-fast: lint, the type check and the tests not marked slow (no flows, DVC or process pools)
 test-fast: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -m "not slow" -n auto --dist loadscope
+	$(BIN)/python -m pytest -q -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check --fix .
