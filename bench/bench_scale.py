@@ -1,8 +1,9 @@
 """Benchmark: planning on fleets of 10,000 machines with the site model of the cost model.
 
     .venv/bin/python bench/bench_scale.py [--seed S] [--skip-quality] [--skip-10000]
+        [--skip-assign] [--assign-runs N]
 
-Two scenarios, each in a fresh subprocess so that its peak memory (VmHWM: interpreter, imports
+Three scenarios, each in a fresh subprocess so that its peak memory (VmHWM: interpreter, imports
 and everything it built) is its own:
 
 * ``sites10000`` — the fleet a growing organisation reports: 10,000 machines in 100 sites of
@@ -27,10 +28,16 @@ and everything it built) is its own:
   plans (``fidelity``: its makespan of them / the dense model's): the model's own error, apart
   from where its search went.
 
+* ``assign1000`` — a user's 1,000-machine data folder (`assign_folder`: the ``synthetic-1000``
+  inventory and its expected link table, the graph step, a freshly initialised GNN registered
+  as champion) and ``hulk assign --strategy gnn`` on it as a new process each time, timed from
+  start to exit (interpreter and imports included; `--assign-runs` processes in turn).
+
 Targets (issue "Plan fleets of 10,000 machines and more"): 10,000 machines: fleet built
 ≤ 10 s, teacher placements ≤ 60 s per mix, GNN end to end ≤ 3 s, peak memory < 4 GB;
 1,000 machines: site-model plans within 1.03× of the dense plans' makespan (judged densely)
-and made at least as fast. Prints PASS/FAIL per target and writes bench/out/scale.json. The
+and made at least as fast; ``hulk assign --strategy gnn`` at 1,000 machines ≤ 5 s (the
+median process). Prints PASS/FAIL per target and writes bench/out/scale.json. The
 machine is shared and noisy: the load average is recorded with each scenario.
 """
 
@@ -53,6 +60,8 @@ OUT = REPO / "bench" / "out" / "scale.json"
 SITES, PER_SITE, PAIRS_BETWEEN = 100, 100, 3
 BUILD_S, TEACHER_S, GNN_S, PEAK_MB = 10.0, 60.0, 3.0, 4096.0
 QUALITY_RATIO = 1.03
+ASSIGN_S = 5.0
+JOBS_FILE = REPO / "data" / "jobs" / "upcoming.yaml"
 
 
 def _rss_mb() -> float:
@@ -235,6 +244,110 @@ def run_10000(seed: int) -> dict:
     return result
 
 
+def assign_folder(seed: int, folder: Path) -> dict:
+    """A 1,000-machine data folder as a user's: the ``synthetic-1000`` inventory and its
+    `expected_links` written as machines.csv + links.parquet, the graph step run on it, and a
+    GNN of params.yaml's ``model:`` shape (freshly initialised, seeded) registered as champion
+    in the folder's MLflow registry."""
+    import torch
+
+    from hulk import fileio, registry, schemas, steps
+    from hulk.features import encode_inputs
+    from hulk.generate import build_fleet, expected_links
+    from hulk.jobs import load_jobs
+    from hulk.model import HulkGNN, ModelConfig
+    from hulk.settings import load_settings
+
+    settings = load_settings(REPO / "params.yaml").with_data_dir(folder)
+    inventory = build_fleet("synthetic-1000", seed, settings.generate)
+    links = expected_links(inventory, seed, settings.generate)
+    fileio.write_csv(folder / schemas.INVENTORY_FILE, inventory)
+    fileio.write_parquet(folder / schemas.LINKS_FILE, links)
+    steps.run("graph", settings)
+    inputs, _ = encode_inputs(inventory, links, load_jobs(JOBS_FILE), settings)
+    m = settings.model
+    config = ModelConfig(
+        node_features=int(inputs["x"].shape[1]),
+        edge_features=int(inputs["edge_attr"].shape[1]),
+        job_features=int(inputs["jobs"].shape[1]),
+        hidden=m.hidden,
+        layers=m.layers,
+        conv=m.conv,
+        heads=m.heads,
+        dropout=m.dropout,
+        neighbours=m.neighbours,
+    )
+    torch.manual_seed(seed)
+    model = HulkGNN(config).eval()
+    version = registry.log_training_run(
+        settings,
+        params={"bench": "bench_scale assign1000", "seed": seed},
+        history=[{"epoch": 1, "train/loss": 0.0}],
+        metrics={"gate/score": 1.0},
+        state_dict=model.state_dict(),
+        config=config.to_dict(),
+        run_name="bench-untrained",
+    )
+    registry.record_evaluation(settings, version.version, "bench", {"gate/score": 1.0})
+    registry.promote_if_better(settings, version, "bench")
+    return {"machines": len(inventory), "links": len(links), "version": version.version}
+
+
+def run_assign(folder: Path, out: Path) -> dict:
+    """One `hulk assign --strategy gnn` process on `folder`: wall time from start to exit
+    (interpreter and imports included) and its peak memory."""
+    command = [
+        str(Path(sys.executable).with_name("hulk")),
+        "--params",
+        str(REPO / "params.yaml"),
+        "assign",
+        "--data",
+        str(folder),
+        "--jobs",
+        str(JOBS_FILE),
+        "--strategy",
+        "gnn",
+        "--out",
+        str(out),
+    ]
+    started = time.perf_counter()
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=REPO)
+    stdout = child.stdout.read() if child.stdout else b""
+    _, status, usage = os.wait4(child.pid, 0)
+    seconds = time.perf_counter() - started
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode:
+        raise SystemExit(f"hulk assign failed ({child.returncode}):\n{stdout.decode()[-3000:]}")
+    latest = json.loads((out / "latest.json").read_text())
+    return {
+        "seconds": seconds,
+        "cpu_seconds": usage.ru_utime + usage.ru_stime,
+        "peak_mb": usage.ru_maxrss / 1024,
+        "placed": sum(job["status"] == "placed" for job in latest["jobs"]),
+        "jobs": len(latest["jobs"]),
+        "fallback": (latest.get("model") or {}).get("fallback"),
+    }
+
+
+def run_assign1000(seed: int, runs: int) -> dict:
+    """`hulk assign --strategy gnn` on a 1,000-machine data folder, `runs` processes in turn
+    (the first also reads the files cold from disk; later ones find them in the page cache)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="hulk-assign1000-") as tmp:
+        folder = Path(tmp) / "data"
+        made = assign_folder(seed, folder)
+        load_before = os.getloadavg()[0]
+        timings = [run_assign(folder, folder / "placements" / str(k)) for k in range(runs)]
+    return {
+        "scenario": "assign1000",
+        **made,
+        "runs": timings,
+        "load_average_before": load_before,
+        "load_average_after": os.getloadavg()[0],
+    }
+
+
 def run_quality(seed: int) -> dict:
     """Teacher plans on the dense and the site model of two 1,000-machine fleets, judged densely."""
     return {
@@ -340,10 +453,15 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--skip-10000", action="store_true")
     parser.add_argument("--skip-quality", action="store_true")
-    parser.add_argument("--worker", choices=["10000", "quality"], default=None)
+    parser.add_argument("--skip-assign", action="store_true")
+    parser.add_argument("--assign-runs", type=int, default=3)
+    parser.add_argument("--worker", choices=["10000", "quality", "assign"], default=None)
     args = parser.parse_args()
     if args.worker == "10000":
         print(json.dumps(run_10000(args.seed)))
+        return 0
+    if args.worker == "assign":
+        print(json.dumps(run_assign1000(args.seed, args.assign_runs)))
         return 0
     if args.worker == "quality":
         print(json.dumps(run_quality(args.seed)))
@@ -382,6 +500,26 @@ def main() -> int:
         print(f"  peak memory {big['peak_mb']:.0f} MiB (imports {big['imports_mb']:.0f} MiB)")
         verdicts.append(("GNN end to end ≤ 3 s", gnn["seconds"] <= GNN_S))
         verdicts.append(("peak memory < 4 GB", big["peak_mb"] < PEAK_MB))
+    if not args.skip_assign:
+        assign = _subprocess(
+            ["--worker", "assign", "--seed", str(args.seed), "--assign-runs", str(args.assign_runs)]
+        )
+        report["assign1000"] = assign
+        print(
+            f"\nassign1000: `hulk assign --strategy gnn` on {assign['machines']} machines, "
+            f"{assign['links']} links (load {assign['load_average_before']:.1f} → "
+            f"{assign['load_average_after']:.1f})"
+        )
+        for k, run in enumerate(assign["runs"], start=1):
+            print(
+                f"  process {k}: {run['seconds']:.2f} s (CPU {run['cpu_seconds']:.2f} s), peak "
+                f"{run['peak_mb']:.0f} MiB, "
+                f"{run['placed']}/{run['jobs']} placed, fallback: {run['fallback']}"
+            )
+        median = sorted(run["seconds"] for run in assign["runs"])[len(assign["runs"]) // 2]
+        verdicts.append(
+            ("hulk assign --strategy gnn at 1,000 ≤ 5 s (median process)", median <= ASSIGN_S)
+        )
     if not args.skip_quality:
         report["quality1000"] = _subprocess(["--worker", "quality", "--seed", str(args.seed)])
     for kind, quality in report.get("quality1000", {}).get("fleets", {}).items():

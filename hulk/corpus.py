@@ -84,6 +84,7 @@ import math
 import multiprocessing
 import os
 import shutil
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -562,6 +563,21 @@ def manifest_path(path: str | Path) -> Path:
     return Path(path).with_suffix(".json")
 
 
+def _canonical(value: Any) -> Any:
+    """`value` with fresh containers and interned strings: pickle refers back to an object it
+    has written (by identity), so equal samples pickle to equal bytes only when they share
+    objects alike, wherever they were labelled (here, or unpickled from a worker)."""
+    if isinstance(value, dict):
+        return {_canonical(k): _canonical(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_canonical(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_canonical(v) for v in value)
+    if isinstance(value, str):
+        return sys.intern(value)
+    return value
+
+
 def save_corpus(corpus: Corpus, path: str | Path) -> Path:
     """Write the corpus (``path``, torch) and its manifest (`manifest_path`), atomically.
 
@@ -576,8 +592,11 @@ def save_corpus(corpus: Corpus, path: str | Path) -> Path:
         "job_features": list(JOB_FEATURES),
         "splits": {name: corpus.split(name) for name in SPLITS},
     }
-    with fileio.atomic_path(path) as tmp:
-        torch.save(payload, tmp)
+    payload = _canonical(payload)
+    with fileio.atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        # Through a handle, not the path: torch names the archive's folder after the file (the
+        # temporary name), a handle gets a fixed one, so equal corpora are equal bytes.
+        torch.save(payload, handle)
     manifest = {**corpus.manifest, "file": path.name, "sha256": fileio.sha256_file(path)}
     target = manifest_path(path)
     fileio.write_text(target, json.dumps(manifest, indent=2, sort_keys=True) + "\n")

@@ -44,7 +44,10 @@ to the Unix epoch plus a per-pair phase (up to a minute), so any window holds th
 Fleets of more than `max_probe_peers` + 1 machines do not probe a full mesh: each machine probes
 its own city plus a random sample of other machines up to `max_probe_peers` peers; when the
 reachable probed graph falls apart (or policy isolates a machine), one link per stray component
-to the largest one is added, and unblocked if it has to be.
+to the largest one is added, and unblocked if it has to be. With `probing: sites` (any fleet
+size) each machine probes every machine of its own site (city) and one machine in each of
+`probe_sites` other sites drawn at random: the shape of the `sites-10000` preset, whose link
+count grows with machines × (site size + `probe_sites`), not machines² (same repair).
 
 Determinism: link properties are hashes of (seed, node ids), so they do not depend on the
 window; the probes of a day come from `SeedSequence((seed, day ordinal))` (spawned into probe
@@ -156,16 +159,7 @@ def _day_frame(net: Network, day: dt.date, seed: int, settings: GenerateSettings
     )
     elapsed = np.ceil(elapsed * 1000.0) / 1000.0
 
-    down = np.zeros(pair.size, dtype=bool)
-    lookback = math.ceil(settings.outage_hours.high / 24.0)
-    src_pos, dst_pos = net.src[pair], net.dst[pair]
-    for back in range(lookback, -1, -1):
-        machines, begins, ends = _outages(
-            seed, settings, len(net.node_id), day - dt.timedelta(back)
-        )
-        for machine, begin, end in zip(machines, begins, ends, strict=True):
-            if end > start and begin < start + DAY_US:
-                down |= ((src_pos == machine) | (dst_pos == machine)) & (ts >= begin) & (ts < end)
+    down = _down(net.src[pair], net.dst[pair], ts, seed, settings, len(net.node_id), day)
 
     code = np.where(net.blocked[pair], 2, np.where(down | lost, 1, 0)).astype(np.int8)
     elapsed[code != 0] = np.nan
@@ -180,6 +174,39 @@ def _day_frame(net: Network, day: dt.date, seed: int, settings: GenerateSettings
         }
     )
     return schemas.conform(_glitches(frame, day, seed, settings.glitches_per_day), schemas.LOGS)
+
+
+def _down(
+    src_pos: np.ndarray,
+    dst_pos: np.ndarray,
+    ts: np.ndarray,
+    seed: int,
+    settings: GenerateSettings,
+    n: int,
+    day: dt.date,
+) -> np.ndarray:
+    """Per probe: is either endpoint inside an outage window (of this day or one reaching in)?"""
+    down = np.zeros(ts.size, dtype=bool)
+    start = _day_start_us(day)
+    lookback = math.ceil(settings.outage_hours.high / 24.0)
+    windows = [
+        _outages(seed, settings, n, day - dt.timedelta(back)) for back in range(lookback, -1, -1)
+    ]
+    machine = np.concatenate([w[0] for w in windows])
+    begin = np.concatenate([w[1] for w in windows])
+    end = np.concatenate([w[2] for w in windows])
+    today = (end > start) & (begin < start + DAY_US)
+    if not today.any():
+        return down
+    # Each window touches only its machine's probes: find them by a sort of each endpoint once
+    # (a whole-day mask per window costs probes × windows at 10,000 machines).
+    for positions in (src_pos, dst_pos):
+        order = np.argsort(positions, kind="stable")
+        bounds = np.searchsorted(positions[order], np.arange(n + 1))
+        for who, begins, ends in zip(machine[today], begin[today], end[today], strict=True):
+            rows = order[bounds[who] : bounds[who + 1]]
+            down[rows[(ts[rows] >= begins) & (ts[rows] < ends)]] = True
+    return down
 
 
 def _glitches(frame: pd.DataFrame, day: dt.date, seed: int, count: int) -> pd.DataFrame:

@@ -48,6 +48,7 @@ _PAPER_PLACES = frozenset(normalise(name) for name, _ in PAPER_CITIES)
 _TAG_INFLATION, _TAG_BW_1, _TAG_BW_2, _TAG_LOSS, _TAG_BLOCK = 1, 2, 3, 4, 5
 _TAG_LAST_MILE, _TAG_PHASE_LATENCY, _TAG_PHASE_THROUGHPUT, _TAG_PEERS, _TAG_REPAIR = 6, 7, 8, 9, 10
 TAG_GLITCH = 11
+_TAG_SITES = 12
 
 
 # --- counter-based randomness ---------------------------------------------------------------
@@ -238,12 +239,38 @@ def _sampled_pairs(seed: int, m: _Machines, max_peers: int) -> tuple[np.ndarray,
     return src, dst
 
 
+def _site_sample_pairs(seed: int, m: _Machines, sites: int) -> tuple[np.ndarray, np.ndarray]:
+    """Own city (every machine of it) plus one random machine in each of `sites` other cities
+    drawn without replacement (all of them when there are fewer)."""
+    city_src, city_dst = _city_pairs(m.city)
+    cities = int(m.city.max()) + 1
+    k = min(sites, cities - 1)
+    if k == 0:
+        return city_src, city_dst
+    n = len(m.node_id)
+    rng = np.random.default_rng(np.random.SeedSequence([seed, _TAG_SITES]))
+    # Random keys per (machine, city), own city last: the k smallest are a uniform draw of k
+    # other cities (sorted, so the order does not depend on argpartition's internals).
+    keys = rng.random((n, cities))
+    keys[np.arange(n), m.city] = np.inf
+    picked = np.sort(np.argpartition(keys, k - 1, axis=1)[:, :k], axis=1)
+    members = np.argsort(m.city, kind="stable")
+    sizes = np.bincount(m.city, minlength=cities)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    offset = np.floor(rng.random((n, k)) * sizes[picked]).astype(np.int64)
+    dst = members[starts[picked] + offset]
+    src = np.broadcast_to(np.arange(n)[:, None], dst.shape)
+    return np.concatenate([city_src, src.ravel()]), np.concatenate([city_dst, dst.ravel()])
+
+
 def _probe_pairs(
     seed: int, settings: GenerateSettings, m: _Machines
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Directed probe pairs sorted by (src, dst), and the unordered pairs forced reachable."""
     n = len(m.node_id)
-    if n - 1 <= settings.max_probe_peers:
+    if settings.probing == "sites":
+        src, dst = _site_sample_pairs(seed, m, settings.probe_sites)
+    elif n - 1 <= settings.max_probe_peers:
         src, dst = np.divmod(np.arange(n * n), n)
         keep = src != dst
         src, dst = src[keep], dst[keep]

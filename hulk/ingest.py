@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import math
 import re
 import tempfile
 from collections.abc import Sequence
@@ -423,7 +424,7 @@ _STATS_SQL = """
 WITH probes AS NOT MATERIALIZED (
     SELECT ts::TIMESTAMPTZ AS ts, src, dst, msg_bytes, elapsed_ms::DOUBLE AS elapsed_ms, status
     FROM {scan}
-    WHERE ts BETWEEN {lo} AND {hi}
+    WHERE ts BETWEEN {lo} AND {hi} {pass_filter}
 ),
 clean AS NOT MATERIALIZED (
     SELECT * FROM probes {anti_join} {dedupe}
@@ -501,6 +502,34 @@ SELECT (SELECT count(*) FROM probes) AS n_window,
 """
 
 
+# Machine pairs of a sample of the logs (the newest partition, or every file unpartitioned).
+_PAIRS_SQL = """
+SELECT count(*) AS pairs FROM (SELECT DISTINCT least(src, dst), greatest(src, dst) FROM {scan})
+"""
+
+
+def _passes(
+    con: duckdb.DuckDBPyConnection, log_set: LogSet, files: list[Path], settings: IngestSettings
+) -> int:
+    """How many passes over the pairs (split by the lower node id modulo the count) keep each
+    pass within `max_pairs_per_pass`: one for every fleet but the largest."""
+    sample = [max(files, key=str)] if log_set.partitioned else files
+    table = _run(
+        con,
+        _PAIRS_SQL.format(scan=_scan_sql(log_set.format)),
+        {"files": [str(p) for p in sample]},
+        log_set,
+        sample,
+    )
+    return max(1, math.ceil(table.column("pairs")[0].as_py() / settings.max_pairs_per_pass))
+
+
+def _pass_filter(part: int, passes: int) -> str:
+    """The probes of pass `part` of `passes`: pairs whose lower node id is `part` modulo
+    `passes` (nothing to filter in a single pass)."""
+    return "" if passes == 1 else f"AND least(src, dst) % {passes} = {part}"
+
+
 def _bound_sql(name: str, ts_kind: TsKind) -> str:
     """A window bound parameter typed like the files' `ts`, so the filter reaches the scan."""
     return f"${name}::TIMESTAMPTZ" if ts_kind == "utc" else f"${name}::TIMESTAMP"
@@ -565,13 +594,24 @@ def link_stats(
                 ),
                 "dedupe": _DEDUPE_SQL if len(once) else "",
             }
-            table = _run(
-                con,
-                _STATS_SQL.format(exact=_EXACT_SUM_TYPE, **parts),
-                {**params, "probe": settings.latency_probe_bytes},
-                log_set,
-                files,
-            )
+            passes = _passes(con, log_set, files, settings)
+            tables = [
+                _run(
+                    con,
+                    _STATS_SQL.format(
+                        exact=_EXACT_SUM_TYPE,
+                        pass_filter=_pass_filter(part, passes),
+                        **parts,
+                    ),
+                    {**params, "probe": settings.latency_probe_bytes},
+                    log_set,
+                    files,
+                )
+                for part in range(passes)
+            ]
+            table = pa.concat_tables(tables)
+            if passes > 1:  # each pass is sorted; together they are sorted again
+                table = table.sort_by([("src", "ascending"), ("dst", "ascending")])
             if table.num_rows == 0:
                 counts = _run(con, _COUNT_SQL.format(**parts), params, log_set, files)
                 n_window, n_fleet = (counts.column(c)[0].as_py() for c in counts.column_names)

@@ -14,6 +14,11 @@
   `two-region-24gb` (40 machines of 4 × 24 GB, 20 in Frankfurt and 20 in Ashburn) are uniform
   fleets of one kind of machine: families the training corpus does not contain, for trying
   how well the nightly fine-tune learns a fleet the prior never saw.
+- `sites-10000` is an organisation's fleet at scale: 10,000 machines in 100 sites of 100 (the
+  first 100 data-centre cities), hardware drawn as for the synthetic presets. Generate it with
+  ``generate.probing: sites`` and sparse probe intervals (`bench/params-sites-10000.yaml`):
+  each machine then probes its own site and a sample of other sites, about 1.1 million probed
+  pairs instead of 100 million.
 
 Locations are resolved offline through `hulk.geo.resolve_location`; machines of one city share
 its coordinates. `node_id`s run from 0 in city order. A `drained_fraction` share of the machines
@@ -38,6 +43,7 @@ PRESETS: tuple[str, ...] = (
     "synthetic-10000",
     "cloud-16gb",
     "two-region-24gb",
+    "sites-10000",
 )
 
 # paper-47: (location, machines), in the order of the published node_feature.csv.
@@ -110,6 +116,9 @@ SYNTHETIC_SIZES: dict[str, tuple[int, int]] = {
     "synthetic-1000": (1000, 80),
     "synthetic-10000": (10000, 120),
 }
+
+# sites-N: (sites, machines per site): equal sites in the first data-centre cities.
+SITE_SIZES: dict[str, tuple[int, int]] = {"sites-10000": (100, 100)}
 
 # Uniform fleets, one kind of machine (families the training corpus does not contain):
 # (regions as (city, ISO country code), machines per region, capability, GPUs, GB per GPU).
@@ -210,6 +219,14 @@ def _synthetic_fleet(
     rank = np.argsort(np.arange(1, cities + 1) * rng.lognormal(0.0, CITY_RANK_NOISE, cities))
     weights = weights[np.argsort(rank)]
     counts = 1 + rng.multinomial(machines - cities, weights / weights.sum())
+    return _city_hardware(sites, counts, rng, settings)
+
+
+def _city_hardware(
+    sites: list[Location], counts: np.ndarray, rng: np.random.Generator, settings: GenerateSettings
+) -> pd.DataFrame:
+    """`counts[i]` machines in `sites[i]`, each city leaning towards some GPU generations."""
+    machines = int(counts.sum())
     capabilities = np.array(list(CAPABILITY_SHARE))
     share = np.array(list(CAPABILITY_SHARE.values()))
     capability = np.empty(machines)
@@ -262,5 +279,9 @@ def build_fleet(preset: str, seed: int, settings: GenerateSettings) -> pd.DataFr
         return _paper_fleet(rng, settings)
     if preset in UNIFORM_PRESETS:
         return uniform_fleet(*UNIFORM_PRESETS[preset], settings.drained_fraction, rng)
+    if preset in SITE_SIZES:
+        sites, per_site = SITE_SIZES[preset]
+        places = [_resolve(name, code) for name, code in DATACENTER_CITIES[:sites]]
+        return _city_hardware(places, np.full(sites, per_site), rng, settings)
     machines, cities = SYNTHETIC_SIZES[preset]
     return _synthetic_fleet(machines, cities, rng, settings)

@@ -89,6 +89,7 @@ if TYPE_CHECKING:
     import torch
     from mlflow import MlflowClient
 
+    from hulk.registry_read import LocalVersion
     from hulk.settings import Settings
 
 # MLflow's telemetry and progress bars are switched off in hulk/__init__.py, before any import.
@@ -455,8 +456,31 @@ def _no_model(alias: str) -> InputError:
     return InputError(None, rule, f"no {alias} model yet: run `hulk train`")
 
 
+def _local_version(settings: Settings, alias: str) -> LocalVersion | None:
+    """`alias`'s version read without MLflow from a local sqlite registry (`hulk.registry_read`),
+    or None when MLflow must answer. Raises the no-model error when the alias is not set."""
+    from hulk.registry_read import NoAlias, read_alias
+
+    db = sqlite_path(settings)
+    if db is None or not db.is_file():
+        return None
+    tracking_uri(settings)  # re-points a copied data folder's artifact locations first
+    try:
+        return read_alias(db, settings.mlflow.registered_model, alias)
+    except NoAlias:
+        raise _no_model(alias) from None
+
+
 def champion_exists(settings: Settings) -> bool:
     """Whether a version carries the champion alias (so `hulk assign` can default to the GNN)."""
+    db = sqlite_path(settings)
+    if db is not None and not db.is_file():
+        return False
+    try:
+        if _local_version(settings, CHAMPION) is not None:
+            return True
+    except InputError:
+        return False
     client = _existingmlflow_client(settings)
     return client is not None and (
         alias_version(client, settings.mlflow.registered_model, CHAMPION) is not None
@@ -479,49 +503,27 @@ def load_model_files(
             ``registry.bad_version`` when the version's files are missing or not a state dict
             and config; ``registry.corrupt`` when the weights do not match their checksum.
     """
-    import mlflow.artifacts
-    import torch
-
     name = settings.mlflow.registered_model
+    local = _local_version(settings, alias)
+    if local is not None:
+        info = VersionInfo(
+            name=name,
+            version=local.version,
+            alias=alias,
+            run_id=local.run_id,
+            source=local.source,
+            tags=local.tags,
+            metrics=local.metrics,
+        )
+        return (*_read_version_files(local.folder, info), info)
+
+    import mlflow.artifacts
+
     client = _existingmlflow_client(settings)
     found = None if client is None else alias_version(client, name, alias)
     if client is None or found is None:
         raise _no_model(alias)
     uri = tracking_uri(settings)
-    model_uri = f"models:/{name}/{found.version}"
-    # Not `download_artifacts(artifact_uri=model_uri, registry_uri=uri)`: MLflow 3.17 resolves a
-    # models:/ URI with the process-wide registry URI whatever `registry_uri` says (and the
-    # default one is ./mlflow.db, created on the spot). The version's own location avoids that.
-    location = client.get_model_version_download_uri(name, str(found.version))
-    with tempfile.TemporaryDirectory(prefix="hulk-model-") as tmp:
-        local = Path(
-            mlflow.artifacts.download_artifacts(
-                artifact_uri=location, dst_path=tmp, tracking_uri=uri, registry_uri=uri
-            )
-        )
-        weights_path, config_path = local / STATE_DICT_FILE, local / CONFIG_FILE
-        missing = [p.name for p in (weights_path, config_path) if not p.is_file()]
-        if missing:
-            raise InputError(
-                found.source, "registry.bad_version", f"{model_uri} has no {', '.join(missing)}"
-            )
-        expected = found.tags.get(TAG_STATE_DICT_SHA256)
-        if expected is not None and sha256_file(weights_path) != expected:
-            raise InputError(
-                found.source,
-                "registry.corrupt",
-                f"{model_uri}: {STATE_DICT_FILE} does not match the SHA-256 recorded when it "
-                "was registered",
-            )
-        try:
-            state_dict = torch.load(weights_path, map_location="cpu", weights_only=True)
-            config = json.loads(config_path.read_text(encoding="utf-8"))
-        except Exception as exc:  # weights_only refuses anything but tensors and containers
-            raise InputError(found.source, "registry.bad_version", f"{model_uri}: {exc}") from None
-    if not isinstance(state_dict, dict) or not isinstance(config, dict):
-        raise InputError(
-            found.source, "registry.bad_version", f"{model_uri}: not a state dict and a config"
-        )
     run_metrics = client.get_run(found.run_id).data.metrics if found.run_id else {}
     info = VersionInfo(
         name=name,
@@ -532,7 +534,50 @@ def load_model_files(
         tags=dict(found.tags),
         metrics=dict(run_metrics),
     )
-    return state_dict, config, info
+    # Not `download_artifacts(artifact_uri=model_uri, registry_uri=uri)`: MLflow 3.17 resolves a
+    # models:/ URI with the process-wide registry URI whatever `registry_uri` says (and the
+    # default one is ./mlflow.db, created on the spot). The version's own location avoids that.
+    location = client.get_model_version_download_uri(name, str(found.version))
+    with tempfile.TemporaryDirectory(prefix="hulk-model-") as tmp:
+        local_files = Path(
+            mlflow.artifacts.download_artifacts(
+                artifact_uri=location, dst_path=tmp, tracking_uri=uri, registry_uri=uri
+            )
+        )
+        return (*_read_version_files(local_files, info), info)
+
+
+def _read_version_files(
+    folder: Path, info: VersionInfo
+) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """The state dict and config in a version's folder, checked against the recorded SHA-256."""
+    import torch
+
+    model_uri = info.model_uri
+    weights_path, config_path = folder / STATE_DICT_FILE, folder / CONFIG_FILE
+    missing = [p.name for p in (weights_path, config_path) if not p.is_file()]
+    if missing:
+        raise InputError(
+            info.source, "registry.bad_version", f"{model_uri} has no {', '.join(missing)}"
+        )
+    expected = info.tags.get(TAG_STATE_DICT_SHA256)
+    if expected is not None and sha256_file(weights_path) != expected:
+        raise InputError(
+            info.source,
+            "registry.corrupt",
+            f"{model_uri}: {STATE_DICT_FILE} does not match the SHA-256 recorded when it "
+            "was registered",
+        )
+    try:
+        state_dict = torch.load(weights_path, map_location="cpu", weights_only=True)
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except Exception as exc:  # weights_only refuses anything but tensors and containers
+        raise InputError(info.source, "registry.bad_version", f"{model_uri}: {exc}") from None
+    if not isinstance(state_dict, dict) or not isinstance(config, dict):
+        raise InputError(
+            info.source, "registry.bad_version", f"{model_uri}: not a state dict and a config"
+        )
+    return state_dict, config
 
 
 # --------------------------------------------------------------------------------------------

@@ -73,6 +73,11 @@ class GenerateSettings(Section):
     # Beyond this many machines a full probe mesh is too much: each machine probes its own city
     # plus a random sample of other machines, up to this many peers in total.
     max_probe_peers: PositiveInt = 64
+    # Which pairs probe: "peers" (above: a full mesh, or own city plus random peers) or "sites"
+    # (every fleet: each machine probes its own site's machines and one machine in each of
+    # `probe_sites` other sites drawn at random), the sparse shape of fleets of 10,000 machines.
+    probing: Literal["peers", "sites"] = "peers"
+    probe_sites: PositiveInt = 8
     # Collector glitches per day, as real logs have them: half are probes logged twice, half
     # latencies corrupted below light speed. Validation must quarantine exactly these rows.
     glitches_per_day: Annotated[int, Field(ge=0)] = 4
@@ -112,6 +117,10 @@ class IngestSettings(Section):
     # Duckdb resources; the ingest target is 2 GB peak on 2 cores.
     threads: PositiveInt = 2
     memory_limit: str = "1GB"
+    # Exact quantiles keep every probe of a pair in memory (DuckDB cannot spill them): links
+    # are summarised in passes of at most this many machine pairs each (seen in the newest
+    # partition), so a 10,000-machine fleet's half a million pairs stay within memory_limit.
+    max_pairs_per_pass: PositiveInt = 200_000
 
 
 class ValidateSettings(Section):

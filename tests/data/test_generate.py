@@ -251,6 +251,41 @@ def test_large_fleets_probe_own_city_plus_a_sample() -> None:
     assert blocked == pytest.approx(settings.blocked_pair_fraction, abs=0.04)
 
 
+def test_site_probing_covers_own_site_plus_a_sample_of_other_sites() -> None:
+    from hulk.generate_network import build_network, prepare_inventory
+
+    settings = fast(probing="sites", probe_sites=3, blocked_pair_fraction=0.0)
+    fleet = prepare_inventory(build_fleet("synthetic-200", SEED, settings))
+    net = build_network(fleet, SEED, settings)
+    city = fleet["city"].to_numpy()
+    other_sites = set()
+    for machine in range(len(fleet)):
+        peers = net.dst[net.src == machine]
+        mates = np.flatnonzero((city == city[machine]) & (np.arange(len(fleet)) != machine))
+        assert set(mates) <= set(peers)  # every machine of its own site
+        away = peers[city[peers] != city[machine]]
+        assert len(away) == len(set(city[away])) == 3  # one machine in each of 3 other sites
+        other_sites.add(tuple(sorted(set(city[away]))))
+    assert len(other_sites) > len(fleet) / 2  # drawn per machine, not one list for all
+    assert len(net.src) == sum(len(net.dst[net.src == m]) for m in range(len(fleet)))
+    # The same links again, and the same day of probes.
+    again = build_network(fleet, SEED, settings)
+    assert np.array_equal(again.src, net.src) and np.array_equal(again.dst, net.dst)
+    first = gen.generate_day(fleet, DAY, SEED, settings)
+    pd.testing.assert_frame_equal(gen.generate_day(fleet, DAY, SEED, settings), first)
+    probed = first[["src", "dst"]].drop_duplicates()
+    assert len(probed) == len(net.src)  # every probed pair probes within the day
+
+
+def test_sites_preset_is_equal_sites_in_the_first_cities() -> None:
+    settings = fast()
+    fleet = build_fleet("sites-10000", SEED, settings)
+    sizes = fleet.groupby(["city", "country"]).size()
+    assert len(fleet) == 10_000 and len(sizes) == 100 and (sizes == 100).all()
+    assert fleet["node_id"].tolist() == list(range(10_000))
+    pd.testing.assert_frame_equal(build_fleet("sites-10000", SEED, settings), fleet)
+
+
 def test_inventory_without_coordinates_is_rejected(paper: pd.DataFrame) -> None:
     broken = paper.copy()
     broken.loc[3, "lat"] = np.nan

@@ -6,6 +6,7 @@ Every test writes a small log folder under tmp_path; the numbers are checkable b
 from __future__ import annotations
 
 import datetime as dt
+import math
 from pathlib import Path
 
 import numpy as np
@@ -295,9 +296,7 @@ def test_day_with_every_probe_lost_stores_no_elapsed_type(tmp_path: Path, ingest
     folder = tmp_path / "logs" / "day=2026-11-19"
     folder.mkdir(parents=True)
     table = pa.Table.from_pandas(lost, preserve_index=False)
-    table = table.set_column(
-        table.schema.get_field_index("elapsed_ms"), "elapsed_ms", pa.nulls(2)
-    )
+    table = table.set_column(table.schema.get_field_index("elapsed_ms"), "elapsed_ms", pa.nulls(2))
     pq.write_table(table, folder / "part-0.parquet")
     logs = write_logs(tmp_path / "logs", [probe(0, 1, 2, 10.0), probe(10, 2, 1, 20.0)])
     r = row(impl(logs, inventory(1, 2), ingest), 1, 2)
@@ -360,6 +359,30 @@ def test_duckdb_matches_pandas_reference(tmp_path: Path, fmt: str, pandas_impl) 
         slow = pandas_impl(logs, fleet, settings, **kwargs)
         assert len(fast) == 10
         pd.testing.assert_frame_equal(fast, slow, check_exact=False, rtol=1e-9, atol=1e-9)
+
+
+def test_passes_over_the_pairs_give_the_same_table(tmp_path: Path, monkeypatch) -> None:
+    """A fleet with more pairs than `max_pairs_per_pass` is summarised in several passes (a
+    share of the pairs each): the same bytes as one pass, duplicates and quarantine included."""
+    import hulk.ingest as ingest_module
+
+    frame = random_logs(seed=5)
+    frame = pd.concat([frame, frame.iloc[[10, 20]]]).sort_values("ts", kind="stable")
+    logs = write_logs(tmp_path / "logs", frame)
+    quarantine = pd.concat([frame.iloc[[10, 20]], frame.sample(200, random_state=2)])
+    fleet = inventory(0, 1, 2, 3, 4, 5)
+    one = link_stats(logs, fleet, IngestSettings(window_days=3), quarantine=quarantine)
+    seen: list[int] = []
+    passes = ingest_module._passes
+    monkeypatch.setattr(
+        ingest_module, "_passes", lambda *args: seen.append(passes(*args)) or seen[-1]
+    )
+    split = link_stats(
+        logs, fleet, IngestSettings(window_days=3, max_pairs_per_pass=4), quarantine=quarantine
+    )
+    assert seen == [math.ceil(21 / 4)]  # 15 pairs and 6 self-probes in the newest partition
+    assert len(one) == 15
+    pd.testing.assert_frame_equal(split, one, check_exact=True)
 
 
 @pytest.mark.parametrize("pandas_impl", PANDAS_IMPLS)

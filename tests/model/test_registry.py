@@ -191,6 +191,21 @@ def test_load_by_alias_gives_the_identical_tensors(history: History) -> None:
     assert info.version == 3 and torch.equal(challenger["weight"], expected["weight"])
 
 
+@pytest.mark.parametrize("alias", ["champion", "challenger"])
+def test_reading_the_sqlite_registry_directly_gives_what_mlflow_gives(
+    history: History, alias: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The default backend (sqlite in the data folder, local artifacts) is read without MLflow.
+    assert registry._local_version(history.settings, alias) is not None
+    direct = registry.load_model_files(history.settings, alias=alias)
+    monkeypatch.setattr(registry, "_local_version", lambda settings, alias: None)
+    through_mlflow = registry.load_model_files(history.settings, alias=alias)
+    assert direct[0].keys() == through_mlflow[0].keys()
+    assert all(torch.equal(direct[0][k], through_mlflow[0][k]) for k in direct[0])
+    assert direct[1:] == through_mlflow[1:]  # the config and every field of the version info
+    assert direct[2].tags and direct[2].metrics
+
+
 def test_models_alias_uri_downloads_the_version_files(history: History, tmp_path: Path) -> None:
     import mlflow.artifacts
 
