@@ -41,10 +41,18 @@ PALETTE = (
     "#7f7f7f",
 )
 SEA, LAND, SHORE, BORDER = "#dfe9f2", "#f3f0e8", "#8c9aa6", "#b9b2a3"
-SIZE_MIN, SIZE_MAX = 14.0, 420.0  # marker area, points²: the city-group with most machines
+SIZE_MIN, SIZE_MAX = 12.0, 300.0  # marker area, points²: the city-group with most machines
 MARGIN_DEG, MARGIN_SHARE = 3.0, 0.08  # the map's margin around the machines: at least
 MIN_SPAN = (24.0, 14.0)  # (lon, lat) degrees, the smallest view
-AXES_WIDTH_PT = 540.0  # the map's axes, about, beside the legend: scales the ring of markers
+SHAPE = (0.5, 0.85)  # the map's drawn height / width, smallest and largest
+# Where a city's name may go, in order: (dx, dy) of its offset, horizontal and vertical anchor.
+SIDES: tuple[tuple[int, int, str, str], ...] = (
+    (0, 1, "center", "bottom"),
+    (0, -1, "center", "top"),
+    (1, 0, "left", "center"),
+    (-1, 0, "right", "center"),
+)
+MAP_WIDTH_IN = 7.2  # the map's axes beside the legend; the figure's height follows the extent
 
 
 def cost_bars(
@@ -94,10 +102,14 @@ def fleet_map_figure(
         group[list(placement.nodes)] = k
     group[~fleet.active] = DRAINED
 
-    figure = Figure(figsize=(10, 5.6), layout="constrained")
+    extent = _extent(lon[located], lat[located])
+    west, east, south, north = extent
+    # Equirectangular with the middle latitude's scale: shapes read right at any latitude.
+    aspect = 1 / max(math.cos(math.radians((south + north) / 2)), 0.2)
+    height = MAP_WIDTH_IN * (north - south) * aspect / (east - west) + 1.0
+    figure = Figure(figsize=(10, min(max(height, 3.8), 8.0)), layout="constrained")
     FigureCanvasAgg(figure)
     ax = figure.add_subplot()
-    extent = _extent(lon[located], lat[located])
     _draw_outlines(ax, extent)
     city = frame["city"].to_numpy(object) if "city" in frame.columns else None
     markers = _site_markers(lon, lat, located, group, extent, city)
@@ -128,16 +140,13 @@ def fleet_map_figure(
             marker="X" if key == DRAINED else "o",
         )
     _label_cities(ax, frame, CITY_LABELS, lift=markers.groupby("city")["lift"].max())
+    labels_drawn = list(ax.texts)
     missing = int((~located).sum())
     suffix = f" ({machines(missing)} without a location not drawn)" if missing else ""
     ax.set(xlabel="longitude", ylabel="latitude", title=title + suffix)
-    # The extent as data limits, not fixed limits: the aspect below may widen it to the box.
-    ax.update_datalim([(extent[0], extent[2]), (extent[1], extent[3])])
-    ax.margins(0)
-    ax.autoscale_view()
-    # Equirectangular with the middle latitude's scale: shapes read right at any latitude.
-    middle = math.radians((extent[2] + extent[3]) / 2)
-    ax.set_aspect(1 / max(math.cos(middle), 0.2), adjustable="datalim")
+    ax.set_xlim(west, east)
+    ax.set_ylim(south, north)
+    ax.set_aspect(aspect, adjustable="box")
     ax.grid(alpha=0.25, linewidth=0.5)
     legend = ax.legend(
         fontsize=7,
@@ -148,6 +157,7 @@ def fleet_map_figure(
     )
     for handle in legend.legend_handles:
         handle.set_sizes([40])  # type: ignore[union-attr]
+    _declutter(figure, ax, labels_drawn)
     return figure
 
 
@@ -159,19 +169,26 @@ def machines(count: int) -> str:
 
 def _extent(lon: np.ndarray, lat: np.ndarray) -> tuple[float, float, float, float]:
     """(west, east, south, north): the located machines' bounding box with a margin, at least
-    MIN_SPAN degrees wide and high (one city shows its surroundings); the world without any."""
+    MIN_SPAN degrees wide and high (one city shows its surroundings), then widened or heightened
+    to a drawn height / width within SHAPE (a fleet spread along a parallel would otherwise be
+    a strip); the world without any machine. Never past the poles or the antimeridian."""
     if lon.size == 0:
         return -180.0, 180.0, -60.0, 80.0
     west, east = float(lon.min()), float(lon.max())
     south, north = float(lat.min()), float(lat.max())
     pad_lon = max(MARGIN_DEG, MARGIN_SHARE * (east - west), (MIN_SPAN[0] - (east - west)) / 2)
     pad_lat = max(MARGIN_DEG, MARGIN_SHARE * (north - south), (MIN_SPAN[1] - (north - south)) / 2)
-    return (
-        max(west - pad_lon, -180.0),
-        min(east + pad_lon, 180.0),
-        max(south - pad_lat, -90.0),
-        min(north + pad_lat, 90.0),
-    )
+    west, east = west - pad_lon, east + pad_lon
+    south, north = south - pad_lat, north + pad_lat
+    stretch = 1 / max(math.cos(math.radians((south + north) / 2)), 0.2)
+    shape = (north - south) * stretch / (east - west)
+    if shape < SHAPE[0]:  # too flat: more latitude
+        grow = ((east - west) * SHAPE[0] / stretch - (north - south)) / 2
+        south, north = south - grow, north + grow
+    elif shape > SHAPE[1]:  # too tall: more longitude
+        grow = ((north - south) * stretch / SHAPE[1] - (east - west)) / 2
+        west, east = west - grow, east + grow
+    return max(west, -180.0), min(east, 180.0), max(south, -85.0), min(north, 85.0)
 
 
 def _draw_outlines(ax, extent: tuple[float, float, float, float]) -> None:
@@ -241,14 +258,14 @@ def _site_markers(
         return rows.assign(x=[], y=[], size=[], lift=[])
     rows["size"] = np.maximum(SIZE_MAX * rows["count"] / rows["count"].max(), SIZE_MIN)
     radius = np.sqrt(rows["size"]) / 2  # points
-    # Degrees per point across the axes (about AXES_WIDTH_PT wide), and the latitude's scale.
+    # Degrees per point across the axes (MAP_WIDTH_IN wide), and the latitude's scale.
     west, east, south, north = extent
-    per_point = (east - west) / AXES_WIDTH_PT
+    per_point = (east - west) / (MAP_WIDTH_IN * 72)
     squeeze = math.cos(math.radians((south + north) / 2))
     site = rows.groupby(["site_lon", "site_lat"], sort=False)
     order = site.cumcount().to_numpy()
     shared = site["group"].transform("size").to_numpy()
-    ring = (0.8 * site["size"].transform("max").pow(0.5) / 2).to_numpy() * (shared > 1)
+    ring = (0.6 * site["size"].transform("max").pow(0.5) / 2).to_numpy() * (shared > 1)
     angle = np.pi / 2 + 2 * np.pi * order / shared
     rows["x"] = rows["site_lon"] + ring * per_point * np.cos(angle)
     rows["y"] = rows["site_lat"] + ring * per_point * squeeze * np.sin(angle)
@@ -300,7 +317,7 @@ def _label_cities(ax, frame: pd.DataFrame, most: int, lift: pd.Series | None = N
     biggest = by_city.sort_values("count", ascending=False, kind="stable").head(most)
     for city, row in biggest.iterrows():
         above = float(lift.get(city, 9.0)) if lift is not None else 9.0
-        ax.annotate(
+        label = ax.annotate(
             f"{city} ({int(row['count'])})",
             (row["lon"], row["lat"]),
             xytext=(0, above),
@@ -311,4 +328,63 @@ def _label_cities(ax, frame: pd.DataFrame, most: int, lift: pd.Series | None = N
             color="#303030",
             zorder=4,
             bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.6},
+            arrowprops={"arrowstyle": "-", "color": "#606060", "linewidth": 0.5, "shrinkB": 0},
         )
+        if label.arrow_patch is not None:  # shown by _declutter if it moves the name
+            label.arrow_patch.set_visible(False)
+
+
+def _declutter(figure, ax, labels: list) -> None:
+    """Put each city name (most machines first) next to its city where it covers no marker
+    and no name placed before it: above, below, right or left of the city's markers, then
+    farther out (with a line to the city); where every place is taken, above. Needs the final
+    layout, so the figure is drawn once."""
+    if not labels:
+        return
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    taken = _marker_boxes(figure, ax)
+    frame = ax.bbox
+    for label in labels:
+        lift = label.xyann[1]
+        options = [
+            ((dx * reach, dy * reach), ha, va)
+            for reach in (lift, lift + 14.0)
+            for dx, dy, ha, va in SIDES
+        ]
+        for offset, ha, va in [*options, options[0]]:
+            label.xyann = offset
+            label.set_horizontalalignment(ha)
+            label.set_verticalalignment(va)
+            box = _text_box(label, renderer)
+            inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0
+            if inside and box.y1 <= frame.y1 and not any(box.overlaps(t) for t in taken):
+                break
+        if label.arrow_patch is not None:  # a name moved from above its city: a line to it
+            label.arrow_patch.set_visible(label.xyann != options[0][0])
+        taken.append(_text_box(label, renderer))
+
+
+def _text_box(label, renderer):
+    """An annotation's text on the display, without its line to the city (which an
+    annotation's own extent includes, shown or not)."""
+    from matplotlib.text import Text
+
+    label.update_positions(renderer)
+    return Text.get_window_extent(label, renderer)
+
+
+def _marker_boxes(figure, ax) -> list:
+    """The display boxes of the map's markers (the scatter collections without a gid)."""
+    from matplotlib.transforms import Bbox
+
+    boxes = []
+    for collection in ax.collections:
+        if collection.get_gid():
+            continue
+        centres = ax.transData.transform(collection.get_offsets())
+        sizes = np.broadcast_to(collection.get_sizes(), (len(centres),))
+        for (x, y), size in zip(centres, sizes, strict=True):
+            r = math.sqrt(size) / 2 * figure.dpi / 72 * 0.85  # a little overlap is fine
+            boxes.append(Bbox.from_extents(x - r, y - r, x + r, y + r))
+    return boxes

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -108,8 +109,35 @@ def test_the_map_of_one_city_shows_its_surroundings() -> None:
     assert east - west >= MIN_SPAN[0] and north - south >= MIN_SPAN[1]
     assert west < 2.35 < east and south < 48.86 < north
     assert _extent(np.array([]), np.array([]))[:2] == (-180.0, 180.0)
-    # Never past the poles or the antimeridian.
-    assert _extent(np.array([-179.0, 179.0]), np.array([-89.0, 89.0])) == (-180, 180, -90, 90)
+    # Never past the antimeridian nor near the poles (the equirectangular map's stretch).
+    assert _extent(np.array([-179.0, 179.0]), np.array([-89.0, 89.0])) == (-180, 180, -85, 85)
+    # A fleet along a parallel is not drawn as a strip: its view gains latitude.
+    west, east, south, north = _extent(np.array([0.0, 100.0]), np.array([45.0, 45.0]))
+    drawn = (north - south) / math.cos(math.radians((north + south) / 2)) / (east - west)
+    assert 0.49 < drawn < 0.86 and south < 45.0 < north
+
+
+def test_city_names_cover_no_marker_and_no_other_name(settings: Settings) -> None:
+    from hulk.plots import _marker_boxes, _text_box, fleet_map_figure
+
+    fleet, placements = _placements(settings)
+    # Four places 50 km apart on a map 24 degrees wide: their names cannot all go above them.
+    inventory = pd.DataFrame(
+        {
+            "node_id": [0, 1, 2, 3],
+            "city": ["Aalst", "Brussels", "Leuven", "Mechelen"],
+            "lat": [50.9, 50.9, 51.4, 51.4],
+            "lon": [4.0, 4.7, 4.0, 4.7],
+        }
+    )
+    figure = fleet_map_figure(inventory, placements, fleet)
+    ax = figure.axes[0]
+    renderer = figure.canvas.get_renderer()
+    names = [_text_box(text, renderer) for text in ax.texts]
+    assert len(names) == 4
+    for i, name in enumerate(names):
+        assert not any(name.overlaps(other) for other in names[i + 1 :])
+        assert not any(name.overlaps(marker) for marker in _marker_boxes(figure, ax))
 
 
 def test_outlines_are_read_offline_and_cut_to_a_box() -> None:
