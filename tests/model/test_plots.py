@@ -167,3 +167,26 @@ def test_without_the_outline_data_the_map_says_which_package_to_install(monkeypa
             outlines.outlines_within(-10.0, 30.0, 35.0, 60.0)
     finally:
         outlines._boundaries.cache_clear()
+
+
+def test_a_job_over_two_cities_is_joined_and_the_picture_is_deterministic(
+    settings: Settings, tmp_path: Path
+) -> None:
+    from hulk.plots import fleet_map_figure
+
+    fleet, placements = _placements(settings)
+    big = next(p for p in placements if p.job.name == "big")
+    assert sorted(big.nodes) == [0, 1]
+    inventory = pd.DataFrame(
+        {
+            "node_id": [0, 1, 2, 3],
+            "city": ["Berlin", "Paris", "Tokyo", "Oslo"],
+            "lat": [52.5, 48.9, 35.7, 59.9],
+            "lon": [13.4, 2.35, 139.7, 10.7],
+        }
+    )
+    ax = fleet_map_figure(inventory, placements, fleet).axes[0]
+    links = {c.get_gid(): c for c in ax.collections if str(c.get_gid()).startswith("links:")}
+    assert list(links) == ["links:big"] and len(links["links:big"].get_segments()) == 1
+    first = fleet_map(inventory, placements, fleet, tmp_path / "a.png").read_bytes()
+    assert fleet_map(inventory, placements, fleet, tmp_path / "b.png").read_bytes() == first
