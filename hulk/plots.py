@@ -52,6 +52,7 @@ SIDES: tuple[tuple[int, int, str, str], ...] = (
     (1, 0, "left", "center"),
     (-1, 0, "right", "center"),
 )
+CONTINENT_DEG = 90.0  # a view wider than this draws the crude outlines
 MAP_WIDTH_IN = 7.2  # the map's axes beside the legend; the figure's height follows the extent
 
 
@@ -201,11 +202,13 @@ def _draw_outlines(ax, extent: tuple[float, float, float, float]) -> None:
 
     west, east, south, north = extent
     wide, high = east - west, north - south
+    resolution = "c" if wide > CONTINENT_DEG else "l"  # finer detail would be below a pixel
     outlines = outlines_within(
         max(west - wide, -180.0),
         min(east + wide, 180.0),
         max(south - high, -90.0),
         min(north + high, 90.0),
+        resolution,
     )
     ax.set_facecolor(SEA)
     ax.add_collection(
@@ -341,7 +344,7 @@ def _declutter(figure, ax, labels: list) -> None:
     layout, so the figure is drawn once."""
     if not labels:
         return
-    figure.canvas.draw()
+    figure.draw_without_rendering()  # the final layout, without drawing the pixels
     renderer = figure.canvas.get_renderer()
     taken = _marker_boxes(figure, ax)
     frame = ax.bbox

@@ -152,6 +152,11 @@ def test_outlines_are_read_offline_and_cut_to_a_box() -> None:
     assert outlines_within(-150.0, -140.0, 0.0, 10.0).borders == []
     with pytest.raises(ValueError, match="empty bounding box"):
         outlines_within(10.0, 10.0, 0.0, 1.0)
+    # The crude outlines (for a continent or more) have far fewer points than the low ones.
+    crude = outlines_within(-10.0, 30.0, 35.0, 60.0, resolution="c")
+    assert 0 < sum(map(len, crude.land)) < sum(map(len, europe.land)) / 3
+    with pytest.raises(ValueError, match="one of c, l"):
+        outlines_within(-10.0, 30.0, 35.0, 60.0, resolution="f")
 
 
 def test_without_the_outline_data_the_map_says_which_package_to_install(monkeypatch) -> None:
