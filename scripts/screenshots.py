@@ -11,7 +11,9 @@ current ``latest.json`` to that server as the assign flow's artifacts (the flow
 - ``mlflow-model-version.png``: the champion version of the registered model, with its schema;
 - ``data-docs.png``: the Great Expectations Data Docs index (a local file; offline it shows
   its note with the newest result pages);
-- ``prefect-artifact.png``: the ``placements`` table artifact.
+- ``prefect-artifact.png``: the ``placements`` table artifact;
+- ``fleet-map.png``: not a page but the fleet map of the published ``latest.json``, as each
+  training run logs it for its own placements (``plots/fleet_map.png``).
 
 The PNGs are reduced to 256 colours (they show flat UI colours) to stay small in the
 repository. Without Chromium (``apt-get install -y chromium``) the script says so and exits 0
@@ -189,6 +191,25 @@ def data_docs(params: Path) -> Path:
     return index.resolve()
 
 
+def fleet_map_of_latest(params: Path, path: Path) -> Path:
+    """The fleet map (`hulk.plots.fleet_map`) of the data folder's published placements."""
+    from hulk.placements import LATEST, read_placements
+    from hulk.plots import fleet_map
+    from hulk.settings import load_settings
+    from hulk.stages.train import load_fleet
+
+    settings = load_settings(params)
+    latest = settings.assign.placements_dir / LATEST
+    if not latest.is_file():
+        raise ScreenshotError(f"{latest}: no published placements yet: run `make main` first")
+    fleet, inventory, _ = load_fleet(settings.data_dir, settings)
+    placements = read_placements(latest, fleet).placements
+    title = f"Published placements ({latest.name}) on the current fleet"
+    fleet_map(inventory, placements, fleet, path, title=title)
+    _reduce(path)
+    return path
+
+
 def _venv_tool(name: str) -> str:
     """A console script of this interpreter's environment (mlflow, prefect)."""
     beside = Path(sys.executable).parent / name
@@ -260,6 +281,7 @@ def take_all(chrome: str, params: Path, out: Path, budget_ms: int) -> list[Path]
             page = f"{base}/artifacts/artifact/{artifact}"
             wide = (1600, WINDOW[1])  # the table's columns
             taken.append(screenshot(chrome, page, out / "prefect-artifact.png", budget_ms, wide))
+    taken.append(fleet_map_of_latest(params, out / "fleet-map.png"))
     return taken
 
 
