@@ -243,26 +243,42 @@ def nearest_links(edge_index: Tensor, latency: Tensor, k: int) -> Tensor:
     its neighbourhood is, and the mean-state term of every layer carries the rest of the
     fleet. Pruning makes the forward pass linear in machines instead of quadratic.
     """
-    # Two sorts of unique integer keys that carry their position, (latency, position) then
-    # (target, that rank): the order of stable sorts, and sorting values (numpy) is several
-    # times faster than argsort or torch's stable sort. float32 bits map to integers in the
-    # same order (negative values — the feature is a logarithm — reversed); adding 0.0 turns
-    # −0.0 into 0.0, which compares equal to it.
+    # Sorting unique integer keys that carry their position gives the order of stable sorts,
+    # and sorting values (numpy) is several times faster than argsort or torch's stable sort.
+    # float32 bits map to integers in the same order (negative values — the feature is a
+    # logarithm — reversed); adding 0.0 turns −0.0 into 0.0, which compares equal to it.
     e = len(latency)
     position = np.arange(e, dtype=np.int64)
     bits = (latency.detach().float() + 0.0).cpu().numpy().view(np.int32).astype(np.int64)
     ordered = np.where(bits >= 0, bits, -bits - 2**31 - 1) + 2**31  # 0 .. 2³² − 1
-    by_latency = np.sort(ordered * e + position) % e
-    rank = np.empty_like(position)
-    rank[by_latency] = position
     target_of = edge_index[1].cpu().numpy().astype(np.int64)
-    order = by_latency[np.sort(target_of * e + rank) % e]  # rank r is link by_latency[r]
+    order = _by_target_latency_position(target_of, ordered)
     target = target_of[order]
     counts = np.bincount(target)
     first = np.cumsum(counts) - counts
     within = position - first[target]
     kept = np.sort(order[within < k])
     return torch.from_numpy(kept).to(edge_index.device)
+
+
+def _by_target_latency_position(
+    target: np.ndarray, latency_key: np.ndarray, one_sort: bool | None = None
+) -> np.ndarray:
+    """Link positions sorted by (target, latency key in 0 .. 2³² − 1, position).
+
+    One sort of (target, latency, position) keys where they fit 62 bits (`one_sort` None:
+    decided by the sizes); else (latency, position) then (target, that rank).
+    """
+    e = len(target)
+    position = np.arange(e, dtype=np.int64)
+    if one_sort is None:
+        one_sort = (int(target.max()) + 1 if e else 0) * 2**32 * max(e, 1) < 2**62
+    if one_sort:
+        return np.sort((target * 2**32 + latency_key) * e + position) % e
+    by_latency = np.sort(latency_key * e + position) % e
+    rank = np.empty_like(position)
+    rank[by_latency] = position
+    return by_latency[np.sort(target * e + rank) % e]  # rank r is link by_latency[r]
 
 
 def _mlp(in_channels: int, hidden: int, out_channels: int) -> nn.Sequential:
@@ -443,13 +459,15 @@ def predict_proba(model: HulkGNN, sample: Mapping[str, Any]) -> Tensor:
     """
     check_sample(model.config, sample)
     was_training = model.training
-    model.eval()
+    if was_training:  # switching modes walks every submodule: only when it is needed
+        model.eval()
     try:
         with torch.no_grad():
             batch = make_batch([sample])
             proba = torch.softmax(model(batch), dim=1)  # one sample: Jmax = J, no padding
     finally:
-        model.train(was_training)
+        if was_training:
+            model.train()
     drained = ~batch.active
     if drained.any():
         proba[drained] = 0.0

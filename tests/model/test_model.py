@@ -14,6 +14,7 @@ from hulk.model import (
     EdgeFold,
     HulkGNN,
     ModelConfig,
+    _by_target_latency_position,
     batch_targets,
     make_batch,
     model_from_state,
@@ -304,6 +305,18 @@ def test_nearest_links_match_a_plain_lexicographic_sort_with_ties() -> None:
         rank = np.arange(e) - np.searchsorted(target, target)
         expected = np.sort(order[rank < k])
         assert nearest_links(edge_index, latency, k).tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("one_sort", [True, False])
+def test_both_link_orders_sort_by_target_latency_then_position(one_sort: bool) -> None:
+    # Small fleets sort one packed key; large ones (where it would overflow) sort twice.
+    rng = np.random.default_rng(8)
+    e = 700
+    target = rng.integers(0, 30, e)
+    latency_key = rng.integers(0, 2**32, e) // 2**29 * 2**29  # a few values: many ties
+    expected = np.lexsort((np.arange(e), latency_key, target))
+    order = _by_target_latency_position(target, latency_key, one_sort)
+    assert order.tolist() == expected.tolist()
 
 
 def test_pruned_model_hears_only_the_nearest_links() -> None:
