@@ -20,6 +20,7 @@ from hulk.model import (
     model_from_state,
     nearest_links,
     predict_proba,
+    single_batch,
 )
 
 JOB_FEATURES = 5  # the corpus's width may differ: the model takes whatever the samples have
@@ -305,6 +306,20 @@ def test_nearest_links_match_a_plain_lexicographic_sort_with_ties() -> None:
         rank = np.arange(e) - np.searchsorted(target, target)
         expected = np.sort(order[rank < k])
         assert nearest_links(edge_index, latency, k).tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("drained", [0, 3])
+def test_a_single_sample_batch_equals_the_collated_one(drained: int) -> None:
+    sample = synthetic_sample(12, 3, seed=2, drained=drained)
+    collated, direct = make_batch([sample]), single_batch(sample)
+    expected = collated.to_dict()
+    assert sorted(direct.to_dict()) == sorted(expected)
+    assert direct.num_graphs == collated.num_graphs == 1
+    for key, value in expected.items():
+        assert torch.equal(direct[key], value), key
+    model = seeded_model(small_config())
+    with torch.no_grad():
+        assert torch.equal(model(direct), model(collated))
 
 
 @pytest.mark.parametrize("one_sort", [True, False])
