@@ -126,6 +126,32 @@ def complete_last_publication(settings: Settings) -> str | None:
     return run_id
 
 
+def create_placements_artifacts(doc: dict[str, Any], markdown: str) -> dict[str, str]:
+    """The placements file `doc` as the run's Prefect artifacts: the per-job table (key
+    ``placements``) and its markdown report (``placements-report``). Returns their ids."""
+    table = create_table_artifact(
+        [row.to_dict() for row in steps.placements_rows(doc)],
+        key=ARTIFACT_KEY,
+        description=f"Placements {doc['run_id']} ({doc['strategy']}): seconds per iteration "
+        "of each job's plan against Systems A, B, C over the whole fleet.",
+    )
+    report = create_markdown_artifact(markdown, key=f"{ARTIFACT_KEY}-report")
+    return {"table": str(table), "report": str(report)}
+
+
+@flow(name="placements-report", log_prints=True)
+def placements_report_flow(params: str = "params.yaml", data_dir: str | None = None) -> dict:
+    """The published ``latest.json`` as the assign flow's artifacts, without placing anything:
+    shows the current placements in a Prefect UI that has not seen their assign run."""
+    settings = flow_settings(params, data_dir)
+    latest = settings.assign.placements_dir / LATEST
+    try:
+        doc = json.loads(latest.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise HulkError(f"{latest}: no published placements to report ({exc})") from exc
+    return create_placements_artifacts(doc, placements_markdown(doc))
+
+
 @flow(name="assign", log_prints=True)
 def assign_flow(params: str = "params.yaml", data_dir: str | None = None) -> dict[str, Any]:
     """Publish placements for the upcoming jobs with the champion model (else the teacher)."""
@@ -139,13 +165,7 @@ def assign_flow(params: str = "params.yaml", data_dir: str | None = None) -> dic
     placements = str(published.outputs["placements"])
     doc = json.loads(Path(placements).read_text(encoding="utf-8"))
     markdown = placements_markdown(doc)
-    table = create_table_artifact(
-        [row.to_dict() for row in steps.placements_rows(doc)],
-        key=ARTIFACT_KEY,
-        description=f"Placements {doc['run_id']} ({doc['strategy']}): seconds per iteration "
-        "of each job's plan against Systems A, B, C over the whole fleet.",
-    )
-    report = create_markdown_artifact(markdown, key=f"{ARTIFACT_KEY}-report")
+    artifacts = create_placements_artifacts(doc, markdown)
     mlflow_run = log_to_mlflow.with_options(**retry)(settings, placements, markdown)
     _finish(settings, Path(placements), mlflow_run)  # the plot, then the record: published
     logger.info("published %s (latest: %s)", placements, published.outputs["latest"])
@@ -153,5 +173,5 @@ def assign_flow(params: str = "params.yaml", data_dir: str | None = None) -> dic
         **brief(published.summary),
         "placements": placements,
         "mlflow_run_id": mlflow_run,
-        "artifacts": {"table": str(table), "report": str(report)},
+        "artifacts": artifacts,
     }

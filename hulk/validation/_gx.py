@@ -54,6 +54,7 @@ import numpy as np
 import pandas as pd
 
 from hulk.findings import Severity
+from hulk.validation.docs_offline import add_offline_note
 
 if TYPE_CHECKING:
     from great_expectations.data_context import AbstractDataContext
@@ -403,7 +404,10 @@ class GxSession:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 self.context.build_data_docs(site_names=[DOCS_SITE], resource_identifiers=changed)
-        return self.docs_dir / "index.html"
+        index = self.docs_dir / "index.html"
+        if index.is_file():
+            add_offline_note(index)
+        return index
 
 
 def _name_asset(result: Any, suite: str, batch: str) -> None:
