@@ -16,7 +16,10 @@ remaining iterations) and the waiting ones. Times are seconds from now. `schedul
    before that start (backfilling). Past `max_plans_per_run` new plans in a run, only options
    already planned are weighed. Its machines are then committed from its start until it
    finishes. A job without a length (``iterations`` unknown) starts as soon as it fits. The
-   job's finish is ``start + overhead + remaining × iteration_s``.
+   job's finish is ``start + overhead + remaining × iteration_s``. The job then leaves the
+   fastest kind of machine of that option when a plan without it, at the same start, takes at
+   most `leave_fastest_slack` longer: jobs that gain little from the fastest machines leave them
+   to the jobs that gain most (heterogeneity-aware allocation).
 3. **Orders tried**: shortest remaining work first (work = iterations × the job's seconds per
    iteration on the whole free fleet), arrival order and, when a job has a deadline, earliest
    deadline first, each within
@@ -25,7 +28,8 @@ remaining iterations) and the waiting ones. Times are seconds from now. `schedul
    length), then the earliest end of the whole queue.
 4. **Moves that pay for themselves** (up to `max_moves_per_run` per run), each kept only when
    the whole schedule's mean completion time, the move's cost included, drops by more than
-   `move_gain`: a running job moves onto its machines plus the free ones; or a running job
+   `move_gain`: a running job moves onto its machines plus the ones no running job holds
+   (idle, or about to start a waiting job, which is then scheduled again); or a running job
    with more work left than some waiting job needs (the most work left first, up to
    `preempt_candidates` tried) stops and waits in line like any other job, so that shorter
    work runs on its machines first (shortest remaining work first, as far as it pays). A
@@ -511,6 +515,16 @@ def _place_one(
             reason="waits for machines held by jobs without a length: " + ", ".join(holders),
         )
     (finish, _, _), start, nodes, plan, cost, overhead = best
+    plan, cost, nodes, overhead, finish = _leave_fastest(
+        fleet,
+        job,
+        start,
+        (plan, cost, nodes, overhead, finish),
+        timeline,
+        planner,
+        length,
+        settings,
+    )
     waits_for: tuple[str, ...] = ()
     reason = None
     if start > 0:
@@ -535,6 +549,39 @@ def _place_one(
     )
 
 
+_Option = tuple[
+    Plan | None, Cost, np.ndarray, float, float
+]  # plan, cost, machines, overhead, finish
+
+
+def _leave_fastest(
+    fleet: Fleet,
+    job: Waiting,
+    start: float,
+    chosen: _Option,
+    timeline: _Timeline,
+    planner: _Planner,
+    length: Callable[[Plan | None, Cost, Sequence[int]], tuple[float, float]],
+    settings: SchedulerSettings,
+) -> _Option:
+    """The job's plan at `start` without the fastest kind of machine of the `chosen` one, when
+    it is at most `leave_fastest_slack` longer; else `chosen`. Jobs that gain little from the
+    fastest machines (communication-bound ones) leave them to the jobs that gain most, now and
+    arriving later (heterogeneity-aware allocation)."""
+    finish, nodes = chosen[4], chosen[2]
+    if settings.leave_fastest_slack <= 0 or job.remaining is None or not math.isfinite(finish):
+        return chosen
+    speed = fleet.compute_flops
+    avail = np.flatnonzero(timeline.free_at(start))
+    lesser = avail[speed[avail] < float(speed[nodes].max())]
+    if not len(lesser):
+        return chosen
+    option = _option_at(job, start, lesser, timeline, planner, None, Cost.infeasible(""), length)
+    if option is None or option[4] - start > (1 + settings.leave_fastest_slack) * (finish - start):
+        return chosen
+    return option
+
+
 def _option_at(
     job: Waiting,
     start: float,
@@ -544,7 +591,7 @@ def _option_at(
     ideal_plan: Plan | None,
     ideal: Cost,
     length: Callable[[Plan | None, Cost, Sequence[int]], tuple[float, float]],
-) -> tuple[Plan | None, Cost, np.ndarray, float, float] | None:
+) -> _Option | None:
     """The job's plan starting at `start` on machines free then and until it finishes: (plan,
     cost, machines, overhead, finish), or None (nothing fits, or over the planning budget)."""
     if ideal_plan is not None and ideal.feasible:
@@ -620,13 +667,14 @@ def _best_growth(
     deadlines: dict[str, float],
     limit: float,
 ) -> tuple[Schedule, list[Running], list[Waiting]] | None:
-    """The running job whose move onto its machines plus the machines idle now improves the
-    schedule most, past `limit`."""
-    # Only machines idle now in the current schedule are worth moving onto.
+    """The running job whose move onto its machines plus the machines no running job holds
+    improves the schedule most, past `limit`."""
+    # Machines no running job holds: idle now, or about to start a waiting job (which the trial
+    # schedules again: a job running on slow machines may take the fast ones that free up when
+    # that lowers the mean, and the waiting job goes elsewhere or later).
     held = np.zeros(fleet.n, bool)
-    for decision in current.decisions:
-        if decision.start_s == 0.0 or decision.action in (KEEP, MOVE):
-            held[list(decision.nodes)] = True
+    for run in kept:
+        held[list(run.nodes)] = True
     free_now = usable & ~held
     if not free_now.any():
         return None

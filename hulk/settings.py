@@ -217,6 +217,10 @@ class SchedulerSettings(Section):
     # later from their checkpoint) so shorter work goes first; 0: running jobs are never stopped
     # for another job.
     preempt_candidates: Annotated[int, Field(ge=0)] = 3
+    # A starting job leaves the fastest kind of machine its plan would use when a plan without
+    # them takes at most this share longer (they go to the jobs that gain most from them);
+    # 0: every job takes its fastest plan.
+    leave_fastest_slack: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.1
     # Wait this long for another assign run holding the data folder's assign lock.
     lock_timeout_s: PositiveFloat = 600.0
 

@@ -280,3 +280,42 @@ def test_a_stopped_job_resumes_from_its_checkpoint() -> None:
     )
     assert fresh.action == START and fresh.overhead_s == 0.0
     assert back.finish_s == pytest.approx(fresh.finish_s + SETTINGS.restart_overhead_s)
+
+
+def fastest_and_nearly() -> Fleet:
+    """Machine 0 is the fastest; machine 1 computes `1 / 1.05` as fast; fast links."""
+    return fleet_of([1.05e15, 1e15], [320.0, 320.0], {(0, 1): (1e-3, 1.25e9)})
+
+
+def test_a_job_leaves_the_fastest_machine_when_it_gains_little_from_it() -> None:
+    fleet = fastest_and_nearly()
+    job = [Waiting(BERT, 10_000, 0.0)]
+    greedy = SchedulerSettings(leave_fastest_slack=0.0)
+    fastest = named(schedule(fleet, [], job, greedy, planner(fleet)), BERT.name)
+    assert fastest.nodes == (0,)
+    # Within the slack, it takes the machine one step slower and leaves the fastest free.
+    frugal = SchedulerSettings(leave_fastest_slack=0.1)
+    lesser = named(schedule(fleet, [], job, frugal, planner(fleet)), BERT.name)
+    assert lesser.action == START and lesser.nodes == (1,)
+    assert fastest.finish_s < lesser.finish_s <= 1.1 * fastest.finish_s
+    # A plan without the fastest machine that is too much slower is not taken.
+    tight = SchedulerSettings(leave_fastest_slack=0.01)
+    assert named(schedule(fleet, [], job, tight, planner(fleet)), BERT.name).nodes == (0,)
+    # Far slower machines (100×) are not an option either.
+    far = named(schedule(fast_and_slow(), [], job, frugal, planner(fast_and_slow())), BERT.name)
+    assert far.nodes == (0,)
+
+
+def test_a_running_job_moves_onto_a_fast_machine_a_waiting_job_would_take() -> None:
+    fleet = fast_and_slow()
+    stuck = running_on(fleet, BERT, [1], remaining=100_000)  # on the machine 100× slower
+    short = Job(**{**BERT.__dict__, "name": "BERT-short"})
+    line = [Waiting(short, 1_000, 0.0)]
+    no_stops = SchedulerSettings(preempt_candidates=0)
+    found = schedule(fleet, [stuck], line, no_stops, planner(fleet))
+    # The fast machine was free for the waiting job; the running one gains far more from it.
+    assert found.moves == [BERT.name]
+    moved = named(found, BERT.name)
+    assert moved.action == MOVE and moved.nodes == (0,)
+    assert named(found, "BERT-short").start_s is not None
+    assert 0 not in named(found, "BERT-short").nodes or named(found, "BERT-short").start_s > 0
