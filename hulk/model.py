@@ -428,9 +428,10 @@ class HulkGNN(nn.Module):
 
 
 def _of_group(values: Tensor, group: Tensor, groups: int) -> Tensor:
-    """``values[group]``: each row's value of its graph. With one graph, a broadcast view of
-    the same values (a gather copies [N, …] for nothing, and one graph is every inference)."""
-    if groups == 1:
+    """``values[group]``: each row's value of its graph. With one graph and no gradient (every
+    inference), a broadcast view of the same values: a gather copies [N, …] for nothing. Under
+    autograd the gather stays, as its backward sums in another order than a view's."""
+    if groups == 1 and not torch.is_grad_enabled():
         return values.expand(len(group), *values.shape[1:])
     return values[group]
 
