@@ -17,11 +17,11 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 import torch
-from torch_geometric.data import Data
 
 from hulk import fileio
 from hulk.errors import InputError
 from hulk.hardware import link_bandwidth_gbps, link_ends, node_compute_tflops
+from hulk.pyg import Data
 from hulk.schemas import STATUS_ACTIVE
 from hulk.settings import BandwidthTier, HardwareSettings
 
