@@ -16,12 +16,13 @@ each cost as the placements file writes it (`hulk.cost.Cost.to_dict`: an infinit
 One fleet at a time: a file of another fleet or other code starts afresh, and so does a file
 that cannot be read or is not of this form (it is recomputed and replaced, never trusted).
 Written atomically (temporary file and rename, `hulk.fileio.write_text`) and only when the run
-computed something new; the newest `KEEP_JOBS` job sizes are kept.
+computed something new, the newest `KEEP_JOBS` job sizes kept; a folder that refuses the write
+(read-only, full) only costs the next run the time.
 """
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import json
 import math
 from collections.abc import Mapping
@@ -29,7 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from hulk import fileio
+from hulk.code_deps import source_digest
 from hulk.cost import Cost, Fleet
+from hulk.errors import InputError
 from hulk.jobs import Job, job_sizes
 
 CACHE_FILE = Path("cache") / "baselines.json"  # under the data folder
@@ -50,16 +53,11 @@ CODE_FILES = (
     "hulk/site_links.py",
     "hulk/tours.py",
 )
-_ROOT = Path(__file__).resolve().parent.parent  # the folder holding the package
 
 
 def code_key() -> str:
     """sha256 over the source of `CODE_FILES`."""
-    digest = hashlib.sha256()
-    for name in CODE_FILES:
-        digest.update(name.encode())
-        digest.update((_ROOT / name).read_bytes())
-    return digest.hexdigest()
+    return source_digest(CODE_FILES)
 
 
 class BaselineMemory:
@@ -96,7 +94,9 @@ class BaselineMemory:
                 key: {name: cost.to_dict() for name, cost in costs.items()} for key, costs in newest
             },
         }
-        fileio.write_text(self.path, json.dumps(doc, sort_keys=True, indent=1) + "\n")
+        # Read-only, full: the run's outputs are written already; a lost cache only costs time.
+        with contextlib.suppress(InputError):
+            fileio.write_text(self.path, json.dumps(doc, sort_keys=True, indent=1) + "\n")
 
 
 def _read(path: Path, head: Mapping[str, Any]) -> dict[str, dict[str, Cost]]:
