@@ -86,12 +86,19 @@ from typing import Any, Literal
 import numpy as np
 import torch
 from torch import Tensor, nn
-from torch_geometric.data import Batch, Data
-from torch_geometric.nn import GATConv, GCNConv, MessagePassing
-from torch_geometric.nn.conv.gcn_conv import gcn_norm
-from torch_geometric.utils import scatter, to_dense_batch, to_torch_csr_tensor
 
 from hulk.graph import EDGE_FEATURES
+from hulk.pyg import (
+    Batch,
+    Data,
+    GATConv,
+    GCNConv,
+    MessagePassing,
+    gcn_norm,
+    scatter,
+    to_dense_batch,
+    to_torch_csr_tensor,
+)
 
 Conv = Literal["gcn", "gat"]
 CONVS: tuple[str, ...] = ("gcn", "gat")
