@@ -78,9 +78,6 @@ class SiteLinks:
     exception_latency: np.ndarray  # (e,) α of each key
     exception_bandwidth: np.ndarray  # (e,) β of each key
     measured: np.ndarray  # sorted int64 i·n + j (i < j): the machine pairs with a measurement
-    # α of each measured pair (aligned with `measured`): the teacher's nearest machines inside
-    # a site are ordered on them, as the dense rows order them (site figures would tie).
-    measured_latency: np.ndarray
 
     @property
     def n(self) -> int:
@@ -144,27 +141,6 @@ class SiteLinks:
             if hit.any():
                 out[hit] = exceptional[pos[hit]]
         return out
-
-    def measured_latency_block(self, nodes: np.ndarray) -> np.ndarray:
-        """Latency among the machines `nodes` (distinct, any order), (m, m): every measured
-        pair at its own measured α, the others as `gather` gives them. The measured keys are
-        sorted by their first machine: each machine's pairs are one run of them."""
-        nodes = np.asarray(nodes, np.int64)
-        latency = self.block(nodes)[0]
-        keys = self.measured
-        if len(keys) and len(nodes) > 1:
-            first = np.searchsorted(keys, nodes * self.n)
-            runs = np.searchsorted(keys, (nodes + 1) * self.n) - first
-            rows = np.repeat(np.arange(len(nodes)), runs)
-            at = np.arange(int(runs.sum())) - np.repeat(np.cumsum(runs) - runs, runs)
-            at += first[rows]
-            position = np.full(self.n, -1, np.int64)
-            position[nodes] = np.arange(len(nodes))
-            cols = position[keys[at] - nodes[rows] * self.n]
-            inside = cols >= 0
-            a, b = rows[inside], cols[inside]
-            latency[a, b] = latency[b, a] = self.measured_latency[at[inside]]
-        return latency
 
     def _exception_pairs(self) -> tuple[np.ndarray, np.ndarray]:
         return self._exception_ends
@@ -306,9 +282,9 @@ class SiteLinks:
 
     def nearest(self, pool: np.ndarray, count: int) -> np.ndarray:
         """(len(pool), count) positions into `pool`: each machine's `count` nearest other
-        machines of the pool by latency. Exact inside its site (its measured pairs at their
-        own α, as the dense rows), other sites at their site figures (their machines in index
-        order): per site, O(Σ site² + sites × count), not pool²."""
+        machines of the pool by latency. Exact inside its site (its own pairs, exceptions
+        included), other sites at their site figures (their machines in index order): per
+        site, O(Σ site² + sites × count), not pool²."""
         pool = np.asarray(pool, np.int64)
         sites = self.site[pool]
         present, members_of = np.unique(sites, return_inverse=True)
@@ -319,7 +295,7 @@ class SiteLinks:
         out = np.empty((len(pool), count), np.int64)
         for q in range(len(present)):
             mine = by_site[starts[q] : starts[q + 1]]
-            block = self.measured_latency_block(pool[mine])
+            block = np.asarray(self.gather("latency", pool[mine][:, None], pool[mine][None, :]))
             other = between[q]
             order = np.argsort(other, kind="stable")
             order = order[order != q]
@@ -340,7 +316,7 @@ class SiteLinks:
     def neighbourhood_power(self, pool: np.ndarray, size: int, compute: np.ndarray) -> np.ndarray:
         """Per machine of `pool`: the compute (`compute` per fleet index) of the machines of the
         pool within its `size`-th lowest latency, itself included (`hulk.planner`'s seed
-        strength). Exact inside each site (its machines' measured pairs at their own α);
+        strength). Exact inside each site (its machines' own pairs, exceptions included);
         other sites at their site figures: O(Σ site² + sites²), not pool²."""
         pool = np.asarray(pool, np.int64)
         sites = self.site[pool]
@@ -351,7 +327,7 @@ class SiteLinks:
         power = np.empty(len(pool))
         for q in range(len(present)):
             mine = np.flatnonzero(members_of == q)
-            block = self.measured_latency_block(pool[mine])
+            block = np.asarray(self.gather("latency", pool[mine][:, None], pool[mine][None, :]))
             other = between[q]
             by = np.argsort(other, kind="stable")
             by = by[by != q]
@@ -401,9 +377,7 @@ class SiteLinks:
         new_index[idx] = np.arange(len(idx))
         i, j = np.divmod(self.measured, max(self.n, 1))
         keep = (new_index[i] >= 0) & (new_index[j] >= 0)
-        measured = new_index[i[keep]] * len(idx) + new_index[j[keep]]
-        order = np.argsort(measured)
-        measured, measured_latency = measured[order], self.measured_latency[keep][order]
+        measured = np.sort(new_index[i[keep]] * len(idx) + new_index[j[keep]])
         keys, lat, bw = self.exception_keys, self.exception_latency, self.exception_bandwidth
         if len(keys):
             i, j = self._exception_pairs()
@@ -421,7 +395,6 @@ class SiteLinks:
             exception_latency=lat,
             exception_bandwidth=bw,
             measured=measured,
-            measured_latency=measured_latency,
         )
 
     def digest(self) -> bytes:
@@ -434,8 +407,6 @@ class SiteLinks:
             self.exception_keys,
             self.exception_latency,
             self.exception_bandwidth,
-            self.measured,
-            self.measured_latency,
         ):
             h.update(np.ascontiguousarray(array).tobytes())
         return h.digest()
@@ -578,8 +549,6 @@ def build_site_links(
     ea, eb = a[odd], b[odd]
     keys = np.concatenate([ea * n + eb, eb * n + ea])
     order = np.argsort(keys)
-    measured = a * n + b
-    by_pair = np.argsort(measured)
     return SiteLinks(
         site=site,
         latency=latency,
@@ -589,8 +558,7 @@ def build_site_links(
         exception_keys=keys[order],
         exception_latency=np.concatenate([latency_s[odd]] * 2)[order],
         exception_bandwidth=np.concatenate([bandwidth_Bps[odd]] * 2)[order],
-        measured=measured[by_pair],
-        measured_latency=latency_s[by_pair],
+        measured=np.sort(a * n + b),
     )
 
 

@@ -254,30 +254,3 @@ def test_per_site_neighbourhoods_match_the_dense_rows() -> None:
     for count in (3, 20, len(pool) - 1):  # the last: every other machine of the pool
         expected_order = np.argsort(square, axis=1, kind="stable")[:, 1 : count + 1]
         np.testing.assert_array_equal(sites.sites.nearest(pool, count), expected_order)
-
-
-def test_nearest_machines_inside_a_site_follow_the_measured_pairs_not_the_figure() -> None:
-    # Pairs inside a site within the exception ratio of its median: the site model reads them
-    # at the figure, but the teacher's nearest machines (and the planner's seed strength)
-    # still follow their measurements, as the dense rows do, on the fleet and on a subset.
-    site, i, j, lat, bw = uniform_links([14, 20, 9], seed=12)
-    rng = np.random.default_rng(12)
-    inside = site[i] == site[j]
-    lat = np.where(inside, lat * rng.uniform(0.85, 1.15, len(lat)), lat)
-    n = len(site)
-    compute = rng.choice([50e12, 120e12, 300e12], n)
-    args = (np.arange(n), compute, np.ones(n), np.ones(n, bool), i, j, lat, bw)
-    dense, sites = Fleet.from_arrays(*args), Fleet.from_arrays(*args, sites=site)
-    assert sites.sites is not None and sites.sites.exceptions == 0
-    assert len(np.unique(np.asarray(sites.latency_s)[site == 1][:, site == 1])) == 2  # 0, figure
-    pool = np.flatnonzero(rng.random(n) < 0.85)
-    square = dense.latency_s[np.ix_(pool, pool)]
-    count = 6  # within every site of the pool
-    expected = np.argsort(square, axis=1, kind="stable")[:, 1 : count + 1]
-    np.testing.assert_array_equal(sites.sites.nearest(pool, count), expected)
-    sub = sites.subset(pool).sites
-    assert sub is not None
-    np.testing.assert_array_equal(sub.nearest(np.arange(len(pool)), count), expected)
-    threshold = np.partition(square, count - 1, axis=1)[:, count - 1 : count]
-    power = np.where(square <= threshold, compute[pool][None, :], 0.0).sum(axis=1)
-    np.testing.assert_allclose(sites.sites.neighbourhood_power(pool, count, compute), power)
