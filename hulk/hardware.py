@@ -17,9 +17,13 @@ from hulk.settings import BandwidthTier, HardwareSettings
 def node_compute_tflops(inventory: pd.DataFrame, hardware: HardwareSettings) -> np.ndarray:
     """Sustained TFLOPS per machine: gpu_count × peak(capability) × MFU
     (docs/design.md#cost-model)."""
-    peak = inventory["compute_capability"].round(1).map(hardware.peak_tflops)
-    unknown = inventory.loc[peak.isna(), ["node_id", "compute_capability"]]
-    if len(unknown):
+    # One dictionary look-up per distinct capability (a fleet has a handful), not per machine.
+    capability = np.round(inventory["compute_capability"].to_numpy(float), 1)
+    distinct, which = np.unique(capability, return_inverse=True)
+    table = np.array([hardware.peak_tflops.get(float(c), np.nan) for c in distinct], float)
+    peak = table[which.reshape(-1)] if len(capability) else np.zeros(0)
+    if np.isnan(peak).any():
+        unknown = inventory.loc[np.isnan(peak), ["node_id", "compute_capability"]]
         known = ", ".join(str(c) for c in sorted(hardware.peak_tflops))
         raise InputError(
             None,
@@ -28,21 +32,22 @@ def node_compute_tflops(inventory: pd.DataFrame, hardware: HardwareSettings) -> 
             f"known: {known}. Add it under hardware.peak_tflops in params.yaml",
             unknown.to_dict("records"),
         )
-    return inventory["gpu_count"].to_numpy(float) * peak.to_numpy(float) * hardware.mfu
+    return inventory["gpu_count"].to_numpy(float) * peak * hardware.mfu
 
 
 def link_bandwidth_gbps(
     links: pd.DataFrame, tiers: list[BandwidthTier]
 ) -> tuple[np.ndarray, np.ndarray]:
     """Fitted bandwidth where measured, else the latency tier's; and whether it was measured."""
-    measured = links["beta_gbps"].notna().to_numpy() & (links["beta_gbps"].fillna(0) > 0).to_numpy()
+    fitted = links["beta_gbps"].to_numpy(float)
+    measured = fitted > 0  # False for NaN: not measured
     latency = links["latency_p50_ms"].to_numpy(float)
     by_tier = np.full(len(links), np.nan)
     for tier in reversed(tiers):  # tightest tier last so it wins
         limit = np.inf if tier.max_latency_ms is None else tier.max_latency_ms
         by_tier[latency <= limit] = tier.gbps
     by_tier[np.isnan(by_tier)] = tiers[-1].gbps
-    return np.where(measured, links["beta_gbps"].to_numpy(float), by_tier), measured
+    return np.where(measured, fitted, by_tier), measured
 
 
 def link_ends(node_ids: np.ndarray, links: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:

@@ -228,8 +228,30 @@ def gcn_adjacency(edge_index: Tensor, num_nodes: int) -> Tensor:
 
     Built once per forward pass and shared by the GCN layers; a sparse-dense product is several
     times faster on CPU than gathering and scattering [E, hidden] messages, in both directions.
+    Entries are ordered by (row, column) as PyG's coalescing orders them, with one numpy sort
+    of packed keys instead of its general sort; duplicate links (summed by coalescing) take
+    PyG's path.
     """
     index, weight = gcn_norm(edge_index, None, num_nodes=num_nodes, add_self_loops=True)
+    row, col = index[1].cpu().numpy(), index[0].cpu().numpy()
+    e = len(row)
+    shift = max(e - 1, 1).bit_length()
+    if num_nodes * num_nodes << shift < 2**63:
+        cell = row * num_nodes + col
+        order = np.sort((cell << shift) | np.arange(e, dtype=np.int64)) & ((1 << shift) - 1)
+        cell = cell[order]
+        if not (cell[1:] == cell[:-1]).any():
+            crow = np.zeros(num_nodes + 1, dtype=np.int64)
+            np.cumsum(np.bincount(row, minlength=num_nodes), out=crow[1:])
+            taken = torch.from_numpy(order).to(index.device)
+            with warnings.catch_warnings():  # as below
+                warnings.filterwarnings("ignore", message=r"Sparse (CSR tensor support|invariant)")
+                return torch.sparse_csr_tensor(
+                    torch.from_numpy(crow).to(index.device),
+                    index[0][taken],
+                    weight[taken],
+                    size=(num_nodes, num_nodes),
+                )
     with warnings.catch_warnings():  # "sparse CSR support is in beta", "invariant checks off"
         warnings.filterwarnings("ignore", message=r"Sparse (CSR tensor support|invariant)")
         return to_torch_csr_tensor(index.flip(0), weight, size=(num_nodes, num_nodes))
@@ -248,7 +270,6 @@ def nearest_links(edge_index: Tensor, latency: Tensor, k: int) -> Tensor:
     # float32 bits map to integers in the same order (negative values — the feature is a
     # logarithm — reversed); adding 0.0 turns −0.0 into 0.0, which compares equal to it.
     e = len(latency)
-    position = np.arange(e, dtype=np.int64)
     bits = (latency.detach().float() + 0.0).cpu().numpy().view(np.int32).astype(np.int64)
     ordered = np.where(bits >= 0, bits, -bits - 2**31 - 1) + 2**31  # 0 .. 2³² − 1
     target_of = edge_index[1].cpu().numpy().astype(np.int64)
@@ -256,7 +277,7 @@ def nearest_links(edge_index: Tensor, latency: Tensor, k: int) -> Tensor:
     target = target_of[order]
     counts = np.bincount(target)
     first = np.cumsum(counts) - counts
-    within = position - first[target]
+    within = np.arange(e, dtype=np.int64) - first[target]
     kept = np.sort(order[within < k])
     return torch.from_numpy(kept).to(edge_index.device)
 
@@ -266,19 +287,22 @@ def _by_target_latency_position(
 ) -> np.ndarray:
     """Link positions sorted by (target, latency key in 0 .. 2³² − 1, position).
 
-    One sort of (target, latency, position) keys where they fit 62 bits (`one_sort` None:
-    decided by the sizes); else (latency, position) then (target, that rank).
+    One sort of (target, latency, position) keys where they fit 63 bits (`one_sort` None:
+    decided by the sizes); else (latency, position) then (target, that rank). The position
+    takes the low bits of a key, so a mask (not a division) recovers it.
     """
     e = len(target)
     position = np.arange(e, dtype=np.int64)
+    shift = max(e - 1, 1).bit_length()  # bits of a position
+    mask = (1 << shift) - 1
     if one_sort is None:
-        one_sort = (int(target.max()) + 1 if e else 0) * 2**32 * max(e, 1) < 2**62
+        one_sort = (int(target.max()) + 1 if e else 0) << (32 + shift) < 2**63
     if one_sort:
-        return np.sort((target * 2**32 + latency_key) * e + position) % e
-    by_latency = np.sort(latency_key * e + position) % e
+        return np.sort((((target << 32) | latency_key) << shift) | position) & mask
+    by_latency = np.sort((latency_key << shift) | position) & mask
     rank = np.empty_like(position)
     rank[by_latency] = position
-    return by_latency[np.sort(target * e + rank) % e]  # rank r is link by_latency[r]
+    return by_latency[np.sort((target << shift) | rank) & mask]  # rank r is link by_latency[r]
 
 
 def _mlp(in_channels: int, hidden: int, out_channels: int) -> nn.Sequential:
@@ -372,10 +396,10 @@ class HulkGNN(nn.Module):
             dim=1,
         )
         mix = self.mix(pooled)  # [B, h]
-        q = self.job_context(torch.cat([u, mix[job_batch]], dim=1))  # [ΣJ, h]
+        q = self.job_context(torch.cat([u, _of_group(mix, job_batch, graphs)], dim=1))  # [ΣJ, h]
 
         # Node states: mix broadcast into the input, EdgeFold, then residual convolutions.
-        h = torch.cat([x, mix[node_batch]], dim=1)
+        h = torch.cat([x, _of_group(mix, node_batch, graphs)], dim=1)
         h = self.fold_norm(torch.relu(self.fold(h, edge_index, edge_attr)))
         if self.config.conv == "gcn" and self.convs:
             adj_t = gcn_adjacency(edge_index, h.size(0))
@@ -383,18 +407,32 @@ class HulkGNN(nn.Module):
             gcn = isinstance(conv, GCNConv)
             update = conv(h, adj_t) if gcn else conv(h, edge_index, edge_attr)
             mean_h = scatter(h, node_batch, dim=0, dim_size=graphs, reduce="mean")
-            update = update + glob(mean_h)[node_batch]
+            update = update + _of_group(glob(mean_h), node_batch, graphs)
             h = norm(h + self.dropout(torch.relu(update)))
 
         # Scores: every node against every job of its graph (padded), plus idle last.
         q_dense, job_mask = to_dense_batch(q, job_batch, batch_size=graphs)  # [B, Jmax, h]
-        q_node = q_dense[node_batch]  # [N, Jmax, h]
+        q_node = _of_group(q_dense, node_batch, graphs)  # [N, Jmax, h]
         h_node = h.unsqueeze(1).expand_as(q_node)
         job_logits = self.job_score(torch.cat([h_node, q_node, h_node * q_node], dim=2))
-        job_logits = job_logits.squeeze(2).masked_fill(~job_mask[node_batch], PAD_LOGIT)
+        padded = ~_of_group(job_mask, node_batch, graphs)
+        job_logits = job_logits.squeeze(2).masked_fill(padded, PAD_LOGIT)
         mean_h = scatter(h, node_batch, dim=0, dim_size=graphs, reduce="mean")
-        idle_logit = self.idle_score(torch.cat([h, mix[node_batch], mean_h[node_batch]], dim=1))
+        idle_logit = self.idle_score(
+            torch.cat(
+                [h, _of_group(mix, node_batch, graphs), _of_group(mean_h, node_batch, graphs)],
+                dim=1,
+            )
+        )
         return torch.cat([job_logits, idle_logit], dim=1)
+
+
+def _of_group(values: Tensor, group: Tensor, groups: int) -> Tensor:
+    """``values[group]``: each row's value of its graph. With one graph, a broadcast view of
+    the same values (a gather copies [N, …] for nothing, and one graph is every inference)."""
+    if groups == 1:
+        return values.expand(len(group), *values.shape[1:])
+    return values[group]
 
 
 def model_from_state(config: Mapping[str, Any], state: Mapping[str, Tensor]) -> HulkGNN:

@@ -16,6 +16,7 @@ from hulk.model import (
     ModelConfig,
     _by_target_latency_position,
     batch_targets,
+    gcn_adjacency,
     make_batch,
     model_from_state,
     nearest_links,
@@ -332,6 +333,38 @@ def test_both_link_orders_sort_by_target_latency_then_position(one_sort: bool) -
     expected = np.lexsort((np.arange(e), latency_key, target))
     order = _by_target_latency_position(target, latency_key, one_sort)
     assert order.tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("duplicates", [False, True])
+def test_gcn_adjacency_equals_pygs_coalesced_csr(duplicates: bool) -> None:
+    # The packed-key sort gives PyG's (row, column) order; duplicate links (summed by
+    # coalescing) and self-loops go through PyG's own path.
+    from torch_geometric.nn.conv.gcn_conv import gcn_norm
+    from torch_geometric.utils import to_torch_csr_tensor
+
+    rng = np.random.default_rng(11)
+    n = 50
+    pairs = rng.integers(0, n, (2, 600))
+    if not duplicates:
+        pairs = np.unique(pairs, axis=1)[:, rng.permutation(np.unique(pairs, axis=1).shape[1])]
+    edge_index = torch.as_tensor(pairs)
+    index, weight = gcn_norm(edge_index, None, num_nodes=n, add_self_loops=True)
+    expected = to_torch_csr_tensor(index.flip(0), weight, size=(n, n))
+    got = gcn_adjacency(edge_index, n)
+    assert torch.equal(got.crow_indices(), expected.crow_indices())
+    assert torch.equal(got.col_indices(), expected.col_indices())
+    assert torch.equal(got.values(), expected.values())
+
+
+def test_one_graph_and_a_batch_give_the_same_outputs() -> None:
+    # A single graph's per-graph values are broadcast, a batch's gathered: the same numbers.
+    samples = [synthetic_sample(9, 2, seed=3), synthetic_sample(14, 4, seed=5)]
+    model = seeded_model(small_config(neighbours=3))
+    with torch.no_grad():
+        together = torch.softmax(model(make_batch(samples)), dim=1)
+        first = torch.softmax(model(single_batch(samples[0])), dim=1)
+    # The first graph's rows, padded to the batch's 4 jobs: its 2 job columns and idle.
+    torch.testing.assert_close(together[:9, [0, 1, 4]], first, rtol=1e-5, atol=1e-6)
 
 
 def test_pruned_model_hears_only_the_nearest_links() -> None:
