@@ -80,6 +80,7 @@ from scipy.spatial.distance import squareform
 from hulk.cost import (
     GRADIENT_BYTES_PER_PARAM,
     MEMORY_SLACK,
+    SITE_SCALE,
     Cost,
     Fleet,
     Plan,
@@ -886,7 +887,12 @@ def plan_job(
                 for replica in plan.replicas
             )
         )
-        return plan, iteration_time(job, fleet, plan)
+        # The group's matrices hold the fleet's values for its pairs, in the same order, so
+        # the group's judgement is the fleet's to the bit — unless a gradient ring is long
+        # enough for the fleet to order it per site.
+        if plan.data_parallel > SITE_SCALE:
+            cost = iteration_time(job, fleet, plan)
+        return plan, cost
     ctx = _PlanSearch(job, fleet, settings)
     pools = _reachable_pools(ctx, nodes)
     if isinstance(pools, Cost):
