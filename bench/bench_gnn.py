@@ -27,7 +27,10 @@ strategy (`hulk.gnn.gnn_placements`: model, Algorithm 1, stage planner, quick ch
   side counts building the cost model's fleet from the link table (its matrices and sites),
   which both strategies need and a deployment builds once per link table; those times are
   printed apart. Nor do they count the A/B/C baselines every placements file reports for every
-  strategy (``records_seconds``).
+  strategy (``records_seconds``). End to end is measured both in wall time and in CPU time
+  (``time.process_time``; the GNN's then includes building its placement records, about a
+  millisecond); the 1,000-machine target is judged on CPU time, as both sides run on one
+  thread and the machine is shared: wall time also counts other processes' turns.
 
 ``synthetic10000`` (skip with ``--skip-10000``) runs the GNN's inference alone on 10,000
 machines in its own process (model inputs, forward pass, Algorithm 1's probability groups) and
@@ -153,10 +156,13 @@ def run_fleet(kind: str, model, settings, seed: int, mixes: int) -> dict:
         if never_fits(jobs, fleet):
             continue
         teacher_fleet, _ = fresh()
+        teacher_cpu = time.process_time()
         teacher = teacher_search(
             jobs, teacher_fleet, settings.teacher, settings.planner, settings.seed
         )
+        teacher_cpu_s = time.process_time() - teacher_cpu
         fleet, sites = fresh()
+        gnn_cpu = time.process_time()
         started = time.perf_counter()
         inputs, order = encode_inputs(inventory, links, jobs, settings)
         encode_s = time.perf_counter() - started
@@ -165,12 +171,14 @@ def run_fleet(kind: str, model, settings, seed: int, mixes: int) -> dict:
         forward_s = time.perf_counter() - started
         started = time.perf_counter()
         outcome = gnn_placements(jobs, fleet, proba, order, settings, sites=sites)
+        gnn_cpu_s = time.process_time() - gnn_cpu  # the placement records too (about 1 ms)
         records_s = time.perf_counter() - started - outcome.decision.seconds
         decision = outcome.decision
         # Wall time: inputs, forward pass, pools, planner, idle offers, quick check.
         gnn_s = encode_s + forward_s + decision.seconds
         if outcome.placements is None:  # the fallback runs the teacher: the user waits for it
             gnn_s += teacher.seconds
+            gnn_cpu_s += teacher_cpu_s
         placements = outcome.placements
         times = _placed_times(placements) if placements is not None else []
         makespan = max(times) if times else None
@@ -198,6 +206,8 @@ def run_fleet(kind: str, model, settings, seed: int, mixes: int) -> dict:
                 "decision_seconds": decision.seconds,
                 "records_seconds": records_s,
                 "gnn_seconds": gnn_s,
+                "teacher_cpu_seconds": teacher_cpu_s,
+                "gnn_cpu_seconds": gnn_cpu_s,
                 "speedup": teacher.seconds / gnn_s,
                 "inference_speedup": teacher.seconds / (encode_s + forward_s + decision.grouping_s),
             }
@@ -417,22 +427,29 @@ def main() -> None:
         fleet["mean_ratio_makespan"] = _mean([r["ratio_makespan"] for r in fleet_rows])
         teacher_s = sum(r["teacher_seconds"] for r in fleet_rows)
         fleet["speedup"] = teacher_s / sum(r["gnn_seconds"] for r in fleet_rows)
+        fleet["cpu_speedup"] = sum(r["teacher_cpu_seconds"] for r in fleet_rows) / sum(
+            r["gnn_cpu_seconds"] for r in fleet_rows
+        )
         fleet["inference_speedup"] = teacher_s / sum(
             r["encode_seconds"] + r["forward_seconds"] + r["grouping_seconds"] for r in fleet_rows
         )
         print(
             f"{fleet['scenario']}: mean ratio {_fmt(fleet['mean_ratio_makespan'], '.3f')}, "
             f"speed-up "
-            f"{fleet['speedup']:.1f}× end to end, {fleet['inference_speedup']:.1f}× inference"
+            f"{fleet['speedup']:.1f}× end to end ({fleet['cpu_speedup']:.1f}× in CPU time), "
+            f"{fleet['inference_speedup']:.1f}× inference"
         )
         if fleet["scenario"] == "synthetic1000":
+            # Judged on CPU time: both sides are single-threaded, so on a machine of its own a
+            # process waits what it computes; on a shared one, wall time also counts the other
+            # processes' turns, and they differ between the two sides' turns.
             targets.append(
                 {
                     "target": f"1,000 machines: ≥ {SPEEDUP_TARGET_1000:.0f}× faster than the "
-                    "teacher (end to end: inputs + model + Algorithm 1 + planner)",
-                    "value": f"{fleet['speedup']:.1f}× (inference alone "
-                    f"{fleet['inference_speedup']:.1f}×)",
-                    "pass": fleet["speedup"] >= SPEEDUP_TARGET_1000,
+                    "teacher (end to end: inputs + model + Algorithm 1 + planner; CPU time)",
+                    "value": f"{fleet['cpu_speedup']:.1f}× in CPU time, {fleet['speedup']:.1f}× "
+                    f"in wall time (inference alone {fleet['inference_speedup']:.1f}×)",
+                    "pass": fleet["cpu_speedup"] >= SPEEDUP_TARGET_1000,
                 }
             )
     if big is not None:

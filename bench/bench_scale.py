@@ -331,7 +331,9 @@ def run_assign(folder: Path, out: Path) -> dict:
 
 def run_assign1000(seed: int, runs: int) -> dict:
     """`hulk assign --strategy gnn` on a 1,000-machine data folder, `runs` processes in turn
-    (the first also reads the files cold from disk; later ones find them in the page cache)."""
+    (the first also reads the files cold from disk and builds the data folder's caches, the
+    dense fleet and Systems A, B, C; later ones find the files in the page cache, read the
+    caches and the plans the job store remembers)."""
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="hulk-assign1000-") as tmp:

@@ -11,6 +11,8 @@ and those run too), the ``__init__.py`` of every package on the way, but not imp
 from __future__ import annotations
 
 import ast
+import hashlib
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
@@ -96,3 +98,15 @@ def module_files(module: str, root: Path = ROOT, package: str = PACKAGE) -> tupl
             todo.extend(direct_imports(name, root, package))
     files = {module_path(name, root) for name in seen}
     return tuple(sorted(p.relative_to(root).as_posix() for p in files if p is not None))
+
+
+def source_digest(files: Sequence[str], root: Path = ROOT) -> str:
+    """sha256 over the names and bytes of `files` (relative to `root`): what a cache of results
+    computed by that code is keyed by, so that a changed Hulk starts it afresh. Callers list
+    the files (`module_files` parses every source, too slow for each run) and a test checks
+    the list against `module_files`."""
+    digest = hashlib.sha256()
+    for name in files:
+        digest.update(name.encode())
+        digest.update((root / name).read_bytes())
+    return digest.hexdigest()

@@ -10,6 +10,8 @@ Every step of `hulk.stages` works on one data folder (docs/design.md#data-folder
     links.parquet       link table over the window
     graph/              fleet graph snapshot
     cache/corpus/       corpora by content (hulk.corpus: reused when corpus.path moves)
+    cache/baselines.json  Systems A, B, C per job size of the current fleet (hulk.baseline_cache)
+    cache/fleet.npz     the cost model's dense fleet of the current files (hulk.fleet_cache)
     training/           the train step's plots and learning curve
     placements/         `hulk assign` / `hulk replan`: <run-id>.json and latest.json
                         (docs/contracts.md#placements-file)
@@ -127,12 +129,19 @@ def load_frames(data_dir: Path, settings: Settings) -> tuple[pd.DataFrame, pd.Da
 
 
 def load_fleet(data_dir: Path, settings: Settings) -> tuple[Fleet, pd.DataFrame, pd.DataFrame]:
-    """The cost model's fleet from DIR/machines.csv + DIR/links.parquet (and both frames)."""
+    """The cost model's fleet from DIR/machines.csv + DIR/links.parquet (and both frames); a
+    dense one is kept in DIR/cache/fleet.npz by content (`hulk.fleet_cache`)."""
     from hulk.cost import Fleet
+    from hulk.fleet_cache import cached_fleet
 
     inventory, links = load_frames(data_dir, settings)
-    fleet = Fleet.from_frames(
-        inventory, links, settings.hardware, settings.graph.bandwidth_tiers, settings.cost
+    fleet = cached_fleet(
+        data_dir,
+        settings,
+        inventory,
+        lambda: Fleet.from_frames(
+            inventory, links, settings.hardware, settings.graph.bandwidth_tiers, settings.cost
+        ),
     )
     return fleet, inventory, links
 

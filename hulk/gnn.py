@@ -57,7 +57,7 @@ left).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,6 +74,9 @@ from hulk.placements import JobPlacement
 from hulk.planner import layer_capacity, plan_job, site_labels
 from hulk.settings import PlannerSettings, Settings
 from hulk.teacher import never_fits, refine
+
+# Systems A, B, C of a job (`hulk.assign.whole_fleet_baselines`, or remembered ones)
+Baselines = Callable[[Job], Mapping[str, Cost]]
 
 
 @dataclass(frozen=True)
@@ -217,18 +220,22 @@ def gnn_placements(
     settings: Settings,
     sites: np.ndarray | None = None,
     seed: int | None = None,
+    baselines: Baselines | None = None,
 ) -> GnnOutcome:
-    """`gnn_decide`, then the placements file's records (None when the quick check failed)."""
+    """`gnn_decide`, then the placements file's records (None when the quick check failed);
+    each record's Systems A, B, C from `baselines` (default: computed on `fleet`)."""
     decision = gnn_decide(jobs, fleet, proba, order, settings, sites, seed)
     if decision.fallback_reason is not None:
         return GnnOutcome(None, decision.fallback_reason, decision)
     placements = []
     for index, job in enumerate(jobs):
+        systems = None if baselines is None else baselines(job)
         if index in decision.plans:
             plan, cost = decision.plans[index]
-            placements.append(placed(job, fleet, plan, cost))
+            placements.append(placed(job, fleet, plan, cost, baselines=systems))
         else:
-            placements.append(waiting(job, fleet, QUEUED, decision.waiting[index]))
+            reason = decision.waiting[index]
+            placements.append(waiting(job, fleet, QUEUED, reason, baselines=systems))
     return GnnOutcome(placements, None, decision)
 
 
@@ -370,6 +377,7 @@ def model_placements(
     settings: Settings,
     seed: int,
     graph: Any = None,
+    baselines: Baselines | None = None,
 ) -> tuple[list[JobPlacement], str | None]:
     """The GNN strategy with a trained model, as assignment runs it: (placements, None), or
     the teacher's placements and the quick check's reason when it rejected the model's.
@@ -377,7 +385,7 @@ def model_placements(
     The model reads `graph` (the graph step's tensors of this fleet) or, without it, tensors
     built from the frames; its forward pass runs seeded with `settings.train.threads` threads,
     as the model was evaluated. One code path for `hulk assign` and the training run's
-    pictures of the current fleet.
+    pictures of the current fleet. `baselines` as for `gnn_placements`.
     """
     from hulk.assign import place_jobs as assign_jobs
     from hulk.features import encode_inputs
@@ -387,7 +395,7 @@ def model_placements(
     inputs, order = encode_inputs(inventory, links, jobs, settings, graph=graph)
     with deterministic_torch(seed, settings.train.threads):
         proba = predict_proba(model, inputs).numpy()
-    outcome = gnn_placements(jobs, fleet, proba, order, settings, seed=seed)
+    outcome = gnn_placements(jobs, fleet, proba, order, settings, seed=seed, baselines=baselines)
     if outcome.placements is None:
         return assign_jobs(list(jobs), fleet, "teacher", settings, seed), outcome.fallback_reason
     return outcome.placements, None

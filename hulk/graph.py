@@ -12,18 +12,21 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 import pandas as pd
 import torch
-from torch_geometric.data import Data
 
 from hulk import fileio
 from hulk.errors import InputError
 from hulk.hardware import link_bandwidth_gbps, link_ends, node_compute_tflops
+from hulk.pyg import Data
 from hulk.schemas import STATUS_ACTIVE
 from hulk.settings import BandwidthTier, HardwareSettings
+
+if TYPE_CHECKING:
+    import networkx as nx  # imported where used: assignment reads the tensors only
 
 NODE_FEATURES = (
     "compute_capability",
@@ -58,6 +61,8 @@ def build_fleet_graph(
     snapshot: str,
 ) -> FleetGraph:
     """Build both graph forms from an inventory and a link table (pure: reads no files)."""
+    import networkx as nx
+
     inventory, links, ends = _sorted_frames(inventory, links)
     compute = node_compute_tflops(inventory, hardware)
     bandwidth, measured = link_bandwidth_gbps(links, tiers)
@@ -229,6 +234,8 @@ def save_fleet_graph(
     fleet: FleetGraph, out_dir: Path, inventory_sha256: str, features: str | None = None
 ) -> dict:
     """Write tensors (loadable with weights_only=True), node-link JSON and the snapshot record."""
+    import networkx as nx
+
     out_dir.mkdir(parents=True, exist_ok=True)
     tensors = {
         "x": fleet.data.x,

@@ -36,6 +36,7 @@ duplicate names; YAML aliases and files over 1 MB are refused (rules ``jobs.yaml
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import re
 from collections.abc import Iterable
@@ -429,6 +430,17 @@ def job_to_dict(job: Job) -> dict[str, Any]:
         if moment is not None:
             record[key] = format_time(moment)
     return record
+
+
+# The jobs-file keys that change no plan or cost per iteration (who, when, how long, how urgent).
+NOT_SIZES = ("name", "priority", "iterations", "submitted_at", "deadline")
+
+
+def job_sizes(job: Job) -> str:
+    """The job's sizes as canonical JSON: what its plans and costs per iteration depend on
+    (`job_to_dict` without `NOT_SIZES`), a content key for remembering them."""
+    sizes = {k: v for k, v in job_to_dict(job).items() if k not in NOT_SIZES}
+    return json.dumps(sizes, sort_keys=True)
 
 
 def dump_jobs(jobs: Iterable[Job]) -> str:

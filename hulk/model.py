@@ -86,12 +86,19 @@ from typing import Any, Literal
 import numpy as np
 import torch
 from torch import Tensor, nn
-from torch_geometric.data import Batch, Data
-from torch_geometric.nn import GATConv, GCNConv, MessagePassing
-from torch_geometric.nn.conv.gcn_conv import gcn_norm
-from torch_geometric.utils import scatter, to_dense_batch, to_torch_csr_tensor
 
 from hulk.graph import EDGE_FEATURES
+from hulk.pyg import (
+    Batch,
+    Data,
+    GATConv,
+    GCNConv,
+    MessagePassing,
+    gcn_norm,
+    scatter,
+    to_dense_batch,
+    to_torch_csr_tensor,
+)
 
 Conv = Literal["gcn", "gat"]
 CONVS: tuple[str, ...] = ("gcn", "gat")
@@ -428,9 +435,10 @@ class HulkGNN(nn.Module):
 
 
 def _of_group(values: Tensor, group: Tensor, groups: int) -> Tensor:
-    """``values[group]``: each row's value of its graph. With one graph, a broadcast view of
-    the same values (a gather copies [N, …] for nothing, and one graph is every inference)."""
-    if groups == 1:
+    """``values[group]``: each row's value of its graph. With one graph and no gradient (every
+    inference), a broadcast view of the same values: a gather copies [N, …] for nothing. Under
+    autograd the gather stays, as its backward sums in another order than a view's."""
+    if groups == 1 and not torch.is_grad_enabled():
         return values.expand(len(group), *values.shape[1:])
     return values[group]
 

@@ -60,6 +60,7 @@ LOGS_DIR = "logs"
 LINKS_FILE = "links.parquet"
 QUARANTINE_FILE = "quarantine.parquet"
 VALIDATION_DIR = "validation"
+VALIDATED_DAYS = "days"  # under validation/: validated log partitions (hulk.validation.day_cache)
 GRAPH_DIR = "graph"
 
 

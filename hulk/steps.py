@@ -141,7 +141,15 @@ def _all_but(*names: str) -> Metrics:
 def _validate_metrics(settings: Settings, result: StepResult[ValidateSummary]) -> dict[str, Any]:
     report = json.loads(Path(result.outputs["report"]).read_text())
     counts = report.get("counts", {})
-    keys = ("machines", "log_batches", "log_rows", "quarantined_rows", "errors", "warnings")
+    keys = (
+        "machines",
+        "log_batches",
+        "log_batches_cached",
+        "log_rows",
+        "quarantined_rows",
+        "errors",
+        "warnings",
+    )
     return {
         **{key: counts.get(key) for key in keys},
         "quarantined_by_rule": counts.get("quarantined_by_rule", {}),
@@ -213,7 +221,9 @@ STEPS: tuple[Step, ...] = (
         outs=lambda s: [
             _data(s, schemas.QUARANTINE_FILE),
             _data(s, schemas.VALIDATION_DIR, VALIDATED),
+            _data(s, schemas.VALIDATION_DIR, schemas.VALIDATED_DAYS),
         ],
+        persist=(schemas.VALIDATED_DAYS,),
         params=("validate", "ingest.window_days", "ingest.latency_probe_bytes"),
     ),
     Step(

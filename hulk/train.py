@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import copy
 import math
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -44,7 +45,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torch_geometric.data import Data
 
 from hulk.model import (
     HulkGNN,
@@ -54,6 +54,7 @@ from hulk.model import (
     make_batch,
     sample_data,
 )
+from hulk.pyg import Data
 from hulk.settings import ModelSettings, TrainSettings
 
 EVAL_BATCH = 32  # samples per forward pass when evaluating (no gradients)
@@ -178,6 +179,18 @@ def node_accuracy(model: HulkGNN, samples: Sequence[Mapping[str, Any]]) -> float
     return _evaluate(model, [sample_data(s) for s in samples], 1.0)[1]
 
 
+def _deterministic_algorithms(mode: bool) -> None:
+    """`torch.use_deterministic_algorithms(mode)` as eager code sees it. The public call also
+    sets the flag of ``torch.compile``'s code generator (``torch._inductor.config``), whose
+    first import loads the whole compiler stack (about 1.5 s of CPU, more than an assignment's
+    model work); Hulk compiles nothing, so until that stack is loaded by someone else only the
+    eager flag is set, the same call the public one makes."""
+    if "torch._inductor.config" in sys.modules:
+        torch.use_deterministic_algorithms(mode)
+    else:
+        torch._C._set_deterministic_algorithms(mode, warn_only=False)
+
+
 @contextmanager
 def deterministic_torch(seed: int, threads: int) -> Iterator[None]:
     """Seeded, deterministic, fixed-thread torch on CPU; global torch state restored after."""
@@ -185,7 +198,7 @@ def deterministic_torch(seed: int, threads: int) -> Iterator[None]:
     deterministic_before = torch.are_deterministic_algorithms_enabled()
     fill_before = torch.utils.deterministic.fill_uninitialized_memory  # type: ignore[attr-defined]
     torch.set_num_threads(threads)
-    torch.use_deterministic_algorithms(True)
+    _deterministic_algorithms(True)
     # Filling every new tensor with NaN (a debugging aid of deterministic mode) costs time and
     # changes no result: nothing here reads memory it has not written.
     torch.utils.deterministic.fill_uninitialized_memory = False  # type: ignore[attr-defined]
@@ -195,7 +208,7 @@ def deterministic_torch(seed: int, threads: int) -> Iterator[None]:
             yield
     finally:
         torch.utils.deterministic.fill_uninitialized_memory = fill_before  # type: ignore[attr-defined]
-        torch.use_deterministic_algorithms(deterministic_before)
+        _deterministic_algorithms(deterministic_before)
         torch.set_num_threads(threads_before)
 
 

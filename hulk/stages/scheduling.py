@@ -36,6 +36,7 @@ from hulk.settings import Settings
 from hulk.stages import ScheduledTimes, StepResult
 
 if TYPE_CHECKING:
+    from hulk.baseline_cache import BaselineMemory
     from hulk.cost import Cost, Fleet, Plan
     from hulk.placements import JobPlacement
     from hulk.scheduler import Decision, Running, Schedule, Waiting
@@ -238,19 +239,18 @@ class PlanMemory:
         from hulk.placements import fleet_snapshot
 
         self.fleet, self.settings, self.store = fleet, settings, store
-        head = json.dumps(
-            [fleet_snapshot(fleet), settings.planner.model_dump(mode="json")], sort_keys=True
-        )
+        self.fleet_key = fleet_snapshot(fleet)
+        planner = settings.planner.model_dump(mode="json")
+        head = json.dumps([self.fleet_key, planner], sort_keys=True)
         self.head = hashlib.sha256(head.encode()).hexdigest()
         self.new: dict[str, RememberedPlan] = {}
         self.used: dict[str, RememberedPlan] = {}
 
     def key(self, job: Any, nodes: np.ndarray) -> str:
-        from hulk.jobs import job_to_dict
+        from hulk.jobs import job_sizes
 
-        sizes = {k: v for k, v in job_to_dict(job).items() if k not in _NOT_SIZES}
         digest = hashlib.sha256(self.head.encode())
-        digest.update(json.dumps(sizes, sort_keys=True).encode())
+        digest.update(job_sizes(job).encode())
         digest.update(np.asarray(nodes, np.int64).tobytes())
         return digest.hexdigest()
 
@@ -282,10 +282,6 @@ class PlanMemory:
         self.store.remember_plans({key: plan.to_record() for key, plan in plans.items()}, now)
 
 
-# The jobs-file keys that do not change a plan.
-_NOT_SIZES = ("name", "priority", "iterations", "submitted_at", "deadline")
-
-
 def _strategy_group(
     strategy: str,
     found: Schedule,
@@ -295,9 +291,11 @@ def _strategy_group(
     settings: Settings,
     seed: int,
     model: Any,
+    baselines: BaselineMemory,
 ) -> dict[str, tuple[Plan, Cost]] | None:
     """The strategy's plans for the jobs the schedule starts now together (None: fewer than
-    two, or the strategy could not place them all on the machines free now)."""
+    two, or the strategy could not place them all on the machines free now). Only the plans
+    and estimates are used: the records' baselines are the whole fleet's (`baselines`)."""
     from hulk.assign import _teacher_on
     from hulk.placements import PLACED
     from hulk.scheduler import RESTART, START
@@ -315,7 +313,9 @@ def _strategy_group(
         inv = inventory.copy()
         inv.loc[inv["node_id"].isin(busy_ids), "status"] = "drained"
         free_fleet = drain(fleet, busy_ids)
-        placed, _ = model_placements(model, jobs, free_fleet, inv, links, settings, seed)
+        placed, _ = model_placements(
+            model, jobs, free_fleet, inv, links, settings, seed, baselines=baselines
+        )
     else:
         placed = _teacher_on(jobs, fleet, free, settings, seed)
     if any(p.status != PLACED or p.plan is None or p.estimate is None for p in placed):
@@ -323,22 +323,15 @@ def _strategy_group(
     return {p.job.name: (p.plan, p.estimate) for p in placed if p.plan and p.estimate}
 
 
-def _placement(
-    decision: Decision, fleet: Fleet, baselines: dict[str, dict[str, Cost]]
-) -> JobPlacement:
+def _placement(decision: Decision, fleet: Fleet, baselines: BaselineMemory) -> JobPlacement:
     """The placements-file entry of a decision. `baselines` remembers Systems A, B, C per job
-    size: they depend on the job's sizes and the whole fleet only, and queues repeat sizes."""
-    from hulk.assign import placed, waiting, whole_fleet_baselines
-    from hulk.jobs import job_to_dict
+    size: they depend on the job's sizes and the whole fleet only (`hulk.baseline_cache`)."""
+    from hulk.assign import placed, waiting
     from hulk.placements import INFEASIBLE
     from hulk.placements import QUEUED as QUEUED_STATUS
     from hulk.scheduler import NEVER, WAIT
 
-    sizes = {k: v for k, v in job_to_dict(decision.job).items() if k not in _NOT_SIZES}
-    key = json.dumps(sizes, sort_keys=True)
-    if key not in baselines:
-        baselines[key] = whole_fleet_baselines(decision.job, fleet)[0]
-    systems = baselines[key]
+    systems = baselines(decision.job)
     if decision.action == NEVER:
         return waiting(decision.job, fleet, INFEASIBLE, decision.reason, baselines=systems)
     if decision.action == WAIT or decision.plan is None or decision.cost is None:
@@ -539,6 +532,7 @@ def schedule_run(
     """The assign step for the concurrent strategies (module docstring)."""
     from hulk import placements as pl
     from hulk.assign import makespan
+    from hulk.baseline_cache import BaselineMemory
     from hulk.jobs import load_jobs
     from hulk.scheduler import schedule
     from hulk.stages.assign import AssignSummary, load_champion, placement_rows
@@ -566,7 +560,10 @@ def schedule_run(
         clock = time.perf_counter()
         found = schedule(fleet, running, waiting, settings.scheduler, plan_fn, deadlines)
         seconds = time.perf_counter() - clock
-        fixed = _strategy_group(strategy, found, fleet, inventory, links, settings, seed, model)
+        known = BaselineMemory(data_dir, fleet, plan_fn.fleet_key)
+        fixed = _strategy_group(
+            strategy, found, fleet, inventory, links, settings, seed, model, known
+        )
         if fixed:
             alt = schedule(
                 fleet, running, waiting, settings.scheduler, plan_fn, deadlines, start_now=fixed
@@ -574,7 +571,6 @@ def schedule_run(
             fixed = fixed if alt.score() <= found.score() else None
             found = alt if fixed else found
         by_name = {s.job.name: s for s in states}
-        known: dict[str, dict[str, Cost]] = {}
         placed = [_placement(d, fleet, known) for d in found.decisions]
         scheduled = {
             d.job.name: job_schedule(d, fleet, started, by_name.get(d.job.name))
@@ -612,6 +608,7 @@ def schedule_run(
         # state rather than the store claiming starts nobody was told about.
         record(store, found, fleet, started)
         plan_fn.save(started)
+        known.save()
     rows = [
         dataclasses.replace(row, scheduled=scheduled[row.job].times())
         for row in placement_rows(placed, fleet)

@@ -50,7 +50,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -76,6 +76,7 @@ from hulk.validation._gx import (
     make_check,
     worker_session,
 )
+from hulk.validation.day_cache import DayCache, day_key
 from hulk.validation.log_files import LogBatch, log_batches, read_batch
 from hulk.validation.log_window import LogWindow, micros, window_findings
 
@@ -135,6 +136,7 @@ class LogValidation:
     window_start: pd.Timestamp | None = None
     window_end: pd.Timestamp | None = None
     quarantined_by_rule: dict[str, int] = field(default_factory=dict)
+    cached_batches: int = 0  # batches whose outcome came from the day cache
 
 
 # --------------------------------------------------------------------------------------------
@@ -300,6 +302,9 @@ class DayOutcome:
     pair_codes: np.ndarray = field(default_factory=lambda: np.empty(0, dtype="int64"))
     pair_starts: np.ndarray = field(default_factory=lambda: np.empty(0, dtype="int64"))
     pair_ms: np.ndarray = field(default_factory=lambda: np.empty(0, dtype="float32"))
+    # Timestamps of rows outside their partition's bounds (how they are told apart depends on
+    # the window's start and now: `hulk.validation.day_cache` checks it before reusing this).
+    timestamp_flagged_us: np.ndarray = field(default_factory=lambda: np.empty(0, dtype="int64"))
     gx: BatchResult | None = None
 
 
@@ -404,6 +409,7 @@ def validate_logs(
     probe_bytes: int = LATENCY_PROBE_BYTES,
     window_end: dt.datetime | None = None,
     map_days: MapDays = map,
+    cache_dir: Path | None = None,
 ) -> LogValidation:
     """Validate the raw logs of the window [end − window_days, end], one partition at a time.
 
@@ -417,7 +423,8 @@ def validate_logs(
     latency-probe size. `map_days(validate_log_day, days)` runs the batches: the built-in `map`
     (one after another, here), or an executor's `map` (``ProcessPoolExecutor().map``, a Dask
     client's); it must yield the outcomes in the order of `days`, and any order of work gives
-    the same result.
+    the same result. `cache_dir` (`hulk.validation.day_cache`): partitions validated by an
+    earlier run with the same inputs are taken from it instead, and tonight's are added.
     """
     run_time = None if session is None else session.run_time
     plan = plan_days(
@@ -430,12 +437,31 @@ def validate_logs(
         window_end=window_end,
         run_time=run_time,
     )
-    outcomes = []
-    for done, outcome in enumerate(map_days(validate_log_day, plan.days), start=1):
+    outcomes: list[DayOutcome] = []
+    todo = list(plan.days)
+    keys: dict[int, str] = {}
+    cache = None if cache_dir is None else DayCache(cache_dir)
+    if cache is not None:
+        todo = []
+        for day in plan.days:
+            keys[day.index] = day_key(day)
+            found = cache.load(keys[day.index], day)
+            if found is None:
+                todo.append(day)
+            else:
+                outcomes.append(found)
+        if outcomes and progress is not None:
+            progress(len(outcomes), len(plan.days))
+    cached = len(outcomes)
+    for done, outcome in enumerate(map_days(validate_log_day, todo), start=cached + 1):
         outcomes.append(outcome)
+        if cache is not None:
+            cache.save(keys[outcome.index], outcome, plan.window)
         if progress is not None:
             progress(done, len(plan.days))
-    return merge_days(plan, outcomes, session=session)
+    if cache is not None:
+        cache.keep_only(set(keys.values()))
+    return replace(merge_days(plan, outcomes, session=session), cached_batches=cached)
 
 
 def merge_days(
@@ -512,6 +538,13 @@ def _validate_batch(
 
     ts_us = frame["ts"].to_numpy(dtype="datetime64[us]").astype("int64")
     flagged = _flagged_rows(outcome.gx.checks, frame, ts_us, window)
+    stray = [
+        check.unexpected_index
+        for check in outcome.gx.checks
+        if check.rule == "logs.timestamp" and len(check.unexpected_index)
+    ]
+    if stray:
+        outcome.timestamp_flagged_us = np.unique(ts_us[np.concatenate(stray)])
     rule_of = np.full(n, -1, dtype="int8")
     for code, rule in enumerate(QUARANTINE_ORDER):
         rows = flagged.get(rule)

@@ -15,6 +15,7 @@ from hulk.findings import Finding
 from hulk.settings import LATENCY_PROBE_BYTES, ValidateSettings
 from hulk.validation._common import json_value, utc_timestamp
 from hulk.validation._gx import GxSession
+from hulk.validation.day_cache import DAYS_DIR
 from hulk.validation.inventory import read_inventory, validate_inventory
 from hulk.validation.links import read_links, validate_links
 from hulk.validation.logs import QUARANTINE_COLUMNS, MapDays, Progress, validate_logs
@@ -33,6 +34,8 @@ class ValidationReport:
     report_path: Path  # data_dir/validation/report.json
     quarantine_path: Path | None  # data_dir/quarantine.parquet; None when there were no logs
     suites: dict[str, dict]
+    log_batches: int = 0  # log partitions in the window
+    log_batches_cached: int = 0  # … of which an earlier run's outcome was reused
 
     @property
     def ok(self) -> bool:
@@ -95,6 +98,7 @@ def run_validation(
             probe_bytes=probe_bytes,
             window_end=window_end,
             map_days=map_days,
+            cache_dir=out_dir / DAYS_DIR,
         )
         findings += checked.findings
         quarantine = checked.quarantine
@@ -105,6 +109,7 @@ def run_validation(
         }
         counts.update(
             log_batches=checked.batches,
+            log_batches_cached=checked.cached_batches,
             log_rows=checked.rows,
             quarantined_rows=len(quarantine),
             quarantined_by_rule=checked.quarantined_by_rule,
@@ -153,6 +158,8 @@ def run_validation(
         report_path=report_path,
         quarantine_path=quarantine_path,
         suites=suites,
+        log_batches=int(counts.get("log_batches", 0)),  # type: ignore[call-overload]
+        log_batches_cached=int(counts.get("log_batches_cached", 0)),  # type: ignore[call-overload]
     )
 
 

@@ -45,3 +45,86 @@ def test_planning_stack_imports_without_torch() -> None:
     where, loaded = result.stdout.splitlines()
     assert Path(where).resolve().parent == REPO / "hulk"  # this checkout, not an installed copy
     assert loaded == ""
+
+
+def _imports_of(path: Path) -> set[str]:
+    """Modules a source file imports at run time (not under ``if TYPE_CHECKING:``)."""
+    import ast
+
+    found: set[str] = set()
+    stack: list[ast.AST] = [ast.parse(path.read_text(encoding="utf-8"))]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            stack.extend(node.orelse)
+            continue
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+        stack.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def test_pyg_is_imported_through_hulk_pyg_only() -> None:
+    # hulk.pyg makes the import that keeps PyG's unused parts lazy; a direct import first
+    # would load them all.
+    direct = sorted(
+        str(path.relative_to(REPO))
+        for path in (REPO / "hulk").rglob("*.py")
+        if path.name != "pyg.py"
+        and any(m.split(".")[0] == "torch_geometric" for m in _imports_of(path))
+    )
+    assert direct == []
+
+
+LAZY_PROBE = """
+import sys
+import hulk.model
+heavy = ("torch._dynamo.convert_frame", "torch_geometric.datasets.karate", "torch.onnx.ops._impl",
+         "torch._inductor.config")
+print(*[m for m in heavy if m in sys.modules])
+import torch, torch_geometric.datasets
+print(torch_geometric.datasets.KarateClub.__name__, torch.onnx.is_in_onnx_export())
+print("torch._dynamo.convert_frame" in sys.modules)
+"""
+
+
+def _python(code: str) -> str:
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path}
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO, env=env
+    )
+    return result.stdout
+
+
+def test_pyg_s_unused_parts_load_on_first_use() -> None:
+    skipped, used, dynamo_loaded = _python(LAZY_PROBE).splitlines()
+    assert skipped == ""  # none of them ran at import
+    assert used == "KarateClub False"  # and each still works when asked for
+    assert dynamo_loaded == "False"
+
+
+# The model's output with PyG imported by hulk.pyg (lazily) or in full before it.
+OUTPUT_PROBE = """
+import hashlib, sys
+if sys.argv[1] == "full":
+    import torch_geometric, torch_geometric.datasets, torch._dynamo, torch.onnx.ops
+    torch_geometric.datasets.KarateClub, torch._dynamo.OptimizedModule, torch.onnx.ops.__name__
+from hulk.train import deterministic_torch
+from hulk.model import predict_proba
+from tests.model.test_model import seeded_model, small_config, synthetic_sample
+digest = hashlib.sha256()
+for conv in ("gcn", "gat"):
+    model = seeded_model(small_config(conv=conv))
+    with deterministic_torch(0, 1):
+        digest.update(predict_proba(model, synthetic_sample(40, 3)).numpy().tobytes())
+print(digest.hexdigest())
+"""
+
+
+def test_model_outputs_are_the_same_with_pyg_imported_in_full() -> None:
+    lazy = _python(OUTPUT_PROBE.replace("sys.argv[1]", "'lazy'"))
+    full = _python(OUTPUT_PROBE.replace("sys.argv[1]", "'full'"))
+    assert lazy == full and len(lazy.strip()) == 64

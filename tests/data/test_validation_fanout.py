@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import shutil
 import random
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -85,6 +86,14 @@ def test_a_process_pool_validates_like_one_process(tmp_path):
     write_data(tmp_path)
     sequential = run_validation(tmp_path, SETTINGS, NOW, WINDOW_DAYS)
     before = outputs(tmp_path)
+    # The same days again from the day cache: the same findings, files and Data Docs pages.
+    again = run_validation(tmp_path, SETTINGS, NOW, WINDOW_DAYS)
+    reused = outputs(tmp_path)
+    assert again.findings == sequential.findings and again.log_batches_cached == 3
+    assert reused["report"]["counts"].pop("log_batches_cached") == 3
+    assert before["report"]["counts"].pop("log_batches_cached") == 0
+    assert reused == before
+    shutil.rmtree(tmp_path / schemas.VALIDATION_DIR / schemas.VALIDATED_DAYS)  # validate anew
     progress = []
     spawn = multiprocessing.get_context("spawn")  # no fork of a process with threads
     with ProcessPoolExecutor(2, mp_context=spawn) as pool:
@@ -121,6 +130,7 @@ def test_a_process_pool_validates_like_one_process(tmp_path):
     pd.testing.assert_frame_equal(parallel.quarantine, sequential.quarantine)
     # An unknown machine is an error: the quarantine is in the report, not published.
     assert not parallel.ok and not after["quarantine_written"]
+    assert after["report"]["counts"].pop("log_batches_cached") == 0
     assert after == before
     # Data Docs: a page per day partition, whichever process validated it.
     assert [p for p in after["docs"] if "/logs/" in p] == [

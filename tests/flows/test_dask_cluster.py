@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -125,6 +126,8 @@ def test_validation_and_corpus_on_a_hand_started_cluster_match_one_process(
     steps.run("corpus", settings, workers=1)
     local = {**_validation_files(settings.data_dir), **_corpus_files(settings.corpus.path)}
     (settings.data_dir / schemas.QUARANTINE_FILE).unlink()
+    # Without the validated days of that run, so that the cluster validates every day anew.
+    shutil.rmtree(settings.data_dir / schemas.VALIDATION_DIR / schemas.VALIDATED_DAYS)
 
     # On the cluster: the nightly flow's subflows with its task runner (flows.dask_address), on
     # the same folder (the report names its files).

@@ -1,0 +1,88 @@
+"""PyTorch Geometric as Hulk imports it: the names Hulk uses, without loading what it never runs.
+
+``import torch_geometric`` runs every subpackage: its datasets (which pull in its LLM tools,
+pandas' whole API and more) and, through ``torch_geometric.isinstance``, ``torch._dynamo``
+(``torch.compile``'s tracer): about 1.5 s of CPU of PyG's 1.7 s. PyG's ``scatter`` then asks
+``torch.onnx`` on every call whether an ONNX export is running, and the first ``torch.onnx``
+import registers the ONNX operators of ``torch.onnx.ops`` (another 1.5 s, ``torch._dynamo``
+included). Hulk's model, training and inference use none of them. They are imported here
+lazily (`importlib.util.LazyLoader`): the module objects exist, and each one's code runs on
+its first attribute access, so code that does use them (``torch.compile``, a dataset, an ONNX
+export) still works as before, only later. Nothing else changes: the modules PyG's layers
+and tensors come from are imported as usual, so the model computes exactly what it computed
+before.
+
+Every Hulk module imports PyG through this one (a test checks it), so whichever comes first
+makes the import.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from types import ModuleType
+
+# Modules whose code runs on first use rather than at ``import torch_geometric``.
+LAZY_MODULES = ("torch_geometric.datasets", "torch._dynamo", "torch.onnx.ops")
+
+
+class _LazyFinder(importlib.abc.MetaPathFinder):
+    """Finds `names` as the other finders do, with their loader wrapped to load lazily."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names = frozenset(names)
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in self.names:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                if spec.loader is None or not hasattr(spec.loader, "exec_module"):
+                    return spec  # a namespace package or an old-style loader: as it is
+                spec.loader = importlib.util.LazyLoader(spec.loader)
+                return spec
+        return None
+
+
+@contextmanager
+def lazy_modules(names: Sequence[str]) -> Iterator[None]:
+    """Within the block, the first import of each of `names` makes a lazy module."""
+    finder = _LazyFinder(names)
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)
+
+
+with lazy_modules(LAZY_MODULES):  # no-ops for modules imported before
+    import torch.onnx  # noqa: F401  (PyG's scatter asks it; imported here to be lazy)
+    import torch_geometric  # noqa: F401  (the import this module is for)
+
+from torch_geometric.data import Batch, Data  # noqa: E402
+from torch_geometric.nn import GATConv, GCNConv, MessagePassing  # noqa: E402
+from torch_geometric.nn.conv.gcn_conv import gcn_norm  # noqa: E402
+from torch_geometric.utils import scatter, to_dense_batch, to_torch_csr_tensor  # noqa: E402
+
+__all__ = [
+    "LAZY_MODULES",
+    "Batch",
+    "Data",
+    "GATConv",
+    "GCNConv",
+    "MessagePassing",
+    "gcn_norm",
+    "lazy_modules",
+    "scatter",
+    "to_dense_batch",
+    "to_torch_csr_tensor",
+]
