@@ -1,16 +1,18 @@
-"""PyTorch Geometric as Hulk imports it: the names Hulk uses, without loading what it never runs.
+"""PyTorch Geometric as Hulk imports it: the names Hulk uses, without running its datasets.
 
-``import torch_geometric`` runs every subpackage: its datasets (which pull in its LLM tools,
-pandas' whole API and more) and, through ``torch_geometric.isinstance``, ``torch._dynamo``
-(``torch.compile``'s tracer): about 1.5 s of CPU of PyG's 1.7 s. PyG's ``scatter`` then asks
-``torch.onnx`` on every call whether an ONNX export is running, and the first ``torch.onnx``
-import registers the ONNX operators of ``torch.onnx.ops`` (another 1.5 s, ``torch._dynamo``
-included). Hulk's model, training and inference use none of them. They are imported here
-lazily (`importlib.util.LazyLoader`): the module objects exist, and each one's code runs on
-its first attribute access, so code that does use them (``torch.compile``, a dataset, an ONNX
-export) still works as before, only later. Nothing else changes: the modules PyG's layers
-and tensors come from are imported as usual, so the model computes exactly what it computed
-before.
+``import torch_geometric`` runs every subpackage, its datasets too (which pull in its LLM
+tools, pandas' whole API and more); Hulk's model, training and inference use none of them.
+That one is imported here lazily (`importlib.util.LazyLoader`): the module object exists and
+its code runs on its first attribute access, so code that does use a dataset still works as
+before, only later. Nothing else changes: the modules PyG's layers and tensors come from are
+imported as usual, so the model computes exactly what it computed before.
+
+PyG also imports ``torch._dynamo`` (``torch.compile``'s tracer) and its ``scatter`` asks
+``torch.onnx`` on every call whether an export is running (which loads ``torch.onnx.ops``):
+about 3 s of CPU in all, but those register themselves with torch's internals as they load,
+and loading them lazily let an unrelated import (``inspect.getmodule`` walks
+``sys.modules``) run them half-way through another of torch's imports: a circular import.
+They are imported as usual.
 
 Every Hulk module imports PyG through this one (a test checks it), so whichever comes first
 makes the import.
@@ -27,7 +29,11 @@ from contextlib import contextmanager
 from types import ModuleType
 
 # Modules whose code runs on first use rather than at ``import torch_geometric``.
-LAZY_MODULES = ("torch_geometric.datasets", "torch._dynamo", "torch.onnx.ops")
+# Only PyG's own datasets: torch's compiler (``torch._dynamo``) and ONNX operators
+# (``torch.onnx.ops``) register themselves with torch's internals as they load, and loading
+# them lazily let an unrelated import (``inspect.getmodule`` walks ``sys.modules``) run them
+# half-way through another of torch's imports: a circular import.
+LAZY_MODULES = ("torch_geometric.datasets",)
 
 
 class _LazyFinder(importlib.abc.MetaPathFinder):
@@ -65,7 +71,6 @@ def lazy_modules(names: Sequence[str]) -> Iterator[None]:
 
 
 with lazy_modules(LAZY_MODULES):  # no-ops for modules imported before
-    import torch.onnx  # noqa: F401  (PyG's scatter asks it; imported here to be lazy)
     import torch_geometric  # noqa: F401  (the import this module is for)
 
 from torch_geometric.data import Batch, Data  # noqa: E402
