@@ -96,7 +96,7 @@ MEMORY_SLACK = 1 + 1e-9
 _RING_CACHE_LIMIT = 200_000  # cached ring orders per fleet before the cache is cleared
 # On a site-model fleet, rings and spanning-tree bounds over more machines than this are
 # ordered / bounded per site (hulk.site_links) rather than machine by machine.
-_SITE_SCALE = 128
+SITE_SCALE = 128
 
 
 # --- the fleet --------------------------------------------------------------------------------
@@ -564,7 +564,7 @@ def allreduce_lower_bound(fleet: Fleet, nodes: Iterable[int], nbytes: float) -> 
     if d <= 1:
         return 0.0
     bounds = fleet._ring_bounds.get(key)  # per machine set, as the rings themselves
-    if bounds is None and fleet.sites is not None and d > _SITE_SCALE:
+    if bounds is None and fleet.sites is not None and d > SITE_SCALE:
         bounds = fleet._ring_bounds[key] = fleet.sites.spanning_bounds(np.asarray(key, np.int64))
     if bounds is None:
         idx = np.asarray(key, np.int64)
@@ -647,7 +647,7 @@ def _ring(fleet: Fleet, nodes: Iterable[int]) -> tuple[tuple[int, ...], float, f
         result = (key, float(fleet.latency_s[a, b]), float(fleet.bandwidth_Bps[a, b]))
     else:
         tour = np.array(key, np.int64)
-        if fleet.sites is not None and len(key) > _SITE_SCALE:  # each site's machines together
+        if fleet.sites is not None and len(key) > SITE_SCALE:  # each site's machines together
             tour = fleet.sites.ring_tour(tour, ring_tour)
         elif len(key) > 3:  # up to three nodes every order is the same ring
             tour = tour[ring_tour(fleet.latency_s[np.ix_(tour, tour)])]

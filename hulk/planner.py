@@ -56,6 +56,10 @@ slowest boundary, the unused machines or a whole site; re-order the machines in 
 bottleneck path, and the path whose entry and exit machines per site are chosen by a dynamic
 programme for the best hops between sites); or change D by one.
 
+On a site-model fleet (`hulk.site_links`) a group of up to `_GROUP_DENSE_MAX` machines is
+planned on its own dense matrices, read once (`_group_fleet`; docs/design.md#site-model): the
+same search as on a dense fleet, on the pairs the site model gives those machines.
+
 Deterministic: no randomness; ties go to the lower machine index. Cost: about 5–20 ms for a
 20-machine set of the paper's fleet, tens of milliseconds for sets of hundreds of machines.
 """
@@ -76,6 +80,7 @@ from scipy.spatial.distance import squareform
 from hulk.cost import (
     GRADIENT_BYTES_PER_PARAM,
     MEMORY_SLACK,
+    SITE_SCALE,
     Cost,
     Fleet,
     Plan,
@@ -96,6 +101,9 @@ _UNREACHABLE_MS = 1e7  # stands in for an infinite latency when clustering
 # least this many seconds): the edge of a city or region.
 _JUMP_RATIO, _JUMP_S = 1.5, 0.5e-3
 _BOTTLENECK_POWER = 16  # path objective Σ (c / c_max)^16: mostly the slowest boundary
+# On a site-model fleet, groups of up to this many machines are planned on their own dense
+# matrices (`_group_fleet`): 3 × 1024² entries, 17 MB, gathered in tens of milliseconds.
+_GROUP_DENSE_MAX = 1024
 _SITES: weakref.WeakKeyDictionary[Fleet, dict[float, np.ndarray]] = weakref.WeakKeyDictionary()
 
 
@@ -867,6 +875,24 @@ def plan_job(
     (``job.min_memory_bytes``, in whole layers) within one group of mutually reachable
     machines. Inactive (drained) machines of `nodes` are never used. Deterministic.
     """
+    group = _group_fleet(fleet, nodes, settings)
+    if group is not None:  # plan on the group's own matrices, judge on the fleet
+        local, idx = group
+        plan, cost = plan_job(job, local, np.arange(local.n), settings)
+        if plan is None:
+            return None, cost
+        plan = Plan(
+            tuple(
+                tuple(Stage(int(idx[s.node]), s.layer_start, s.layer_end) for s in replica)
+                for replica in plan.replicas
+            )
+        )
+        # The group's matrices hold the fleet's values for its pairs, in the same order, so
+        # the group's judgement is the fleet's to the bit — unless a gradient ring is long
+        # enough for the fleet to order it per site.
+        if plan.data_parallel > SITE_SCALE:
+            cost = iteration_time(job, fleet, plan)
+        return plan, cost
     ctx = _PlanSearch(job, fleet, settings)
     pools = _reachable_pools(ctx, nodes)
     if isinstance(pools, Cost):
@@ -877,6 +903,40 @@ def plan_job(
         if found.layout is not None and found.seconds < best.seconds:
             best = found
     return _result(ctx, best)
+
+
+def _group_fleet(
+    fleet: Fleet, nodes: Sequence[int] | np.ndarray, settings: PlannerSettings
+) -> tuple[Fleet, np.ndarray] | None:
+    """On a site-model fleet, the machines `nodes` as a dense fleet of their own (their pairs
+    gathered once: exceptions and all) and their fleet indices; None on a dense fleet or for
+    more than `_GROUP_DENSE_MAX` machines. The planner reads pairs thousands of times per
+    call: from these matrices each read is one array read, not a gather and a search in the
+    exceptions, and its machine windows and rings are built machine by machine, as on a dense
+    fleet, rather than per site. The group keeps the fleet's sites (`site_labels`) and
+    components."""
+    if fleet.sites is None:
+        return None
+    idx = np.unique(np.asarray(nodes, np.int64).ravel())
+    if not 0 < len(idx) <= _GROUP_DENSE_MAX:
+        return None
+    if idx[0] < 0 or idx[-1] >= fleet.n:
+        raise ValueError(f"fleet index out of range 0..{fleet.n - 1}: {idx.tolist()}")
+    latency, bandwidth, relayed = fleet.sites.block(idx)
+    local = Fleet(
+        node_ids=fleet.node_ids[idx],
+        compute_flops=fleet.compute_flops[idx],
+        memory_bytes=fleet.memory_bytes[idx],
+        active=fleet.active[idx],
+        latency_s=latency,
+        bandwidth_Bps=bandwidth,
+        relayed=relayed,
+        component=fleet.component[idx],
+    )
+    _SITES[local] = {
+        float(settings.site_latency_ms): site_labels(fleet, settings.site_latency_ms)[idx]
+    }
+    return local, idx
 
 
 def _reachable_pools(

@@ -143,7 +143,44 @@ class SiteLinks:
         return out
 
     def _exception_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._exception_ends
+
+    @cached_property
+    def _exception_ends(self) -> tuple[np.ndarray, np.ndarray]:
+        """(i, j) of every exception key, both orders (split once: every whole-fleet question
+        and every group block filters them)."""
         return np.divmod(self.exception_keys, self.n) if self.n else (self.exception_keys,) * 2
+
+    def block(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(latency, bandwidth, relayed) among the machines `nodes` (distinct, in the given
+        order) as dense (m, m) matrices: ``gather`` of every pair, in O(m² + exceptions)
+        rather than a search in the exceptions per pair. The keys are sorted by their first
+        machine, so each machine's exceptions are one run of them: O(m² + m log e + the
+        machines' own exceptions), whatever the fleet's size."""
+        nodes = np.asarray(nodes, np.int64)
+        sites = self.site[nodes]
+        grid = np.ix_(sites, sites)
+        latency, bandwidth = self.latency[grid], self.bandwidth[grid]
+        relayed = self.relayed[grid]
+        diagonal = np.diag_indices(len(nodes))
+        latency[diagonal], bandwidth[diagonal], relayed[diagonal] = 0.0, np.inf, False
+        keys = self.exception_keys
+        if len(keys):
+            first = np.searchsorted(keys, nodes * self.n)
+            runs = np.searchsorted(keys, (nodes + 1) * self.n) - first
+            # Positions of every run, concatenated: each run counts up from its first key.
+            rows = np.repeat(np.arange(len(nodes)), runs)
+            at = np.arange(int(runs.sum())) - np.repeat(np.cumsum(runs) - runs, runs)
+            at += first[rows]
+            position = np.full(self.n, -1, np.int64)
+            position[nodes] = np.arange(len(nodes))
+            cols = position[keys[at] - nodes[rows] * self.n]
+            inside = cols >= 0
+            a, b, at = rows[inside], cols[inside], at[inside]
+            latency[a, b] = self.exception_latency[at]
+            bandwidth[a, b] = self.exception_bandwidth[at]
+            relayed[a, b] = False
+        return latency, bandwidth, relayed
 
     # -- whole-fleet questions, answered per site --
 

@@ -134,6 +134,25 @@ def test_a_machine_pair_far_from_its_site_pair_is_kept_as_an_exception() -> None
     assert fleet.subset([1, 5, 7]).sites.exceptions == 0  # type: ignore[union-attr]
 
 
+def test_a_block_of_machines_reads_as_their_gathered_pairs() -> None:
+    # Off their site figures by up to ±40 %: many pairs are exceptions, some relayed pairs.
+    site, i, j, lat, bw = uniform_links([6, 5, 7, 4], seed=8, missing=((0, 3),))
+    rng = np.random.default_rng(3)
+    lat, bw = lat * rng.uniform(0.6, 1.4, len(lat)), bw * rng.uniform(0.6, 1.4, len(bw))
+    n = len(site)
+    fleet = Fleet.from_arrays(
+        np.arange(n), np.ones(n), np.ones(n), np.ones(n, bool), i, j, lat, bw, sites=site
+    )
+    assert fleet.sites is not None and fleet.sites.exceptions > 10
+    nodes = np.array([20, 3, 11, 0, 17, 8, 5, 14])  # any order, relayed pairs among them
+    latency, bandwidth, relayed = fleet.sites.block(nodes)
+    grid = np.ix_(nodes, nodes)
+    np.testing.assert_array_equal(latency, fleet.latency_s[grid])
+    np.testing.assert_array_equal(bandwidth, fleet.bandwidth_Bps[grid])
+    np.testing.assert_array_equal(relayed, fleet.relayed[grid])
+    assert relayed.any() and np.isinf(np.diag(bandwidth)).all()
+
+
 def test_sites_without_a_measured_pair_relay_over_the_sites_graph() -> None:
     # Sites 0 - 1 - 2 in a chain: 0 and 2 relay through 1 (summed latency, narrowest width).
     site = np.array([0, 0, 1, 1, 2])

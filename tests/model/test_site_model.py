@@ -61,3 +61,55 @@ def test_site_model_plans_of_a_large_pool_are_valid_plans_of_the_dense_model() -
     assert judged.feasible
     assert judged.iteration_s <= 1.5 * cost_d.iteration_s
     assert abs(cost_s.iteration_s / judged.iteration_s - 1) < 0.3  # the site figures are medians
+
+
+def test_site_model_plans_a_group_on_its_own_machine_pairs(monkeypatch) -> None:
+    # Three sites at least 30 ms apart (so that every clustering keeps them whole), each
+    # measured pair off its site figure by up to ±30 %: many exceptions. The planner plans
+    # the group on the group's own pairs, read once, exactly as a dense fleet of just those
+    # pairs would, and judges the plan on the site model.
+    site, i, j, lat, bw = uniform_links([40, 50, 45, 35, 30], seed=6)
+    rng = np.random.default_rng(2)
+    lat, bw = lat * rng.uniform(0.7, 1.3, len(lat)), bw * rng.uniform(0.7, 1.3, len(bw))
+    n = len(site)
+    compute = rng.choice([50e12, 120e12, 300e12], n)
+    memory = rng.choice([96e9, 320e9, 640e9], n)
+    sites = Fleet.from_arrays(
+        np.arange(n) * 2, compute, memory, np.ones(n, bool), i, j, lat, bw, sites=site
+    )
+    assert sites.sites is not None
+    figures = sites.sites.latency
+    far = [0] + [s for s in range(1, 5) if all(figures[s, t] > 30e-3 for t in range(s))]
+    far = far[:3]
+    assert len(far) == 3
+    group = np.flatnonzero(np.isin(site, far))
+    assert len(group) > SETTINGS.planner.max_pool  # searched in windows
+    latency, bandwidth, _ = sites.sites.block(group)
+    a, b = np.triu_indices(len(group), 1)
+    own = Fleet.from_arrays(
+        sites.node_ids[group],
+        compute[group],
+        memory[group],
+        np.ones(len(group), bool),
+        a,
+        b,
+        latency[a, b],
+        bandwidth[a, b],
+    )
+    job = preset_jobs(["T5-11B"])[0]
+    reads = {"count": 0}
+    gather = type(sites.sites).gather
+
+    def counted(self, table, x, y):  # type: ignore[no-untyped-def]
+        reads["count"] += 1
+        return gather(self, table, x, y)
+
+    monkeypatch.setattr(type(sites.sites), "gather", counted)
+    plan_s, cost_s = plan_job(job, sites, group, SETTINGS.planner)
+    planning_reads = reads["count"]
+    monkeypatch.undo()
+    plan_o, _ = plan_job(job, own, np.arange(len(group)), SETTINGS.planner)
+    assert plan_s is not None and plan_o is not None
+    assert plan_s.nodes == tuple(int(group[v]) for v in plan_o.nodes)
+    assert cost_s == iteration_time(job, sites, plan_s)
+    assert planning_reads < 50  # the final judgement's; none per candidate layout
