@@ -7,12 +7,16 @@ its code runs on its first attribute access, so code that does use a dataset sti
 before, only later. Nothing else changes: the modules PyG's layers and tensors come from are
 imported as usual, so the model computes exactly what it computed before.
 
-PyG also imports ``torch._dynamo`` (``torch.compile``'s tracer) and its ``scatter`` asks
-``torch.onnx`` on every call whether an export is running (which loads ``torch.onnx.ops``):
-about 3 s of CPU in all, but those register themselves with torch's internals as they load,
-and loading them lazily let an unrelated import (``inspect.getmodule`` walks
-``sys.modules``) run them half-way through another of torch's imports: a circular import.
-They are imported as usual.
+PyG also imports ``torch._dynamo`` (``torch.compile``'s tracer, about 1 s of CPU, a fifth of a
+``hulk assign`` process) for one thing: `torch_geometric.is_torch_instance` looks through a
+compiled model's wrapper. Its module imports it only when PyG's "torch ≥ 2.0" flag is set, and
+reads the flag again on each call; the module is run here with the flag off (`_FlagOffLoader`,
+only while its own code runs), so the eager import is skipped and nothing else changes: the
+function reaches ``torch._dynamo`` through ``torch``'s attribute, which imports it on first
+use (``torch.__getattr__``, as for any program that never imported it). No stand-in module is
+put in ``sys.modules``: loading torch's own modules lazily that way let an unrelated import
+(``inspect.getmodule`` walks ``sys.modules``) run them half-way through another of torch's
+imports, a circular import.
 
 Every Hulk module imports PyG through this one (a test checks it), so whichever comes first
 makes the import.
@@ -24,28 +28,55 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from types import ModuleType
+from typing import Any
 
 # Modules whose code runs on first use rather than at ``import torch_geometric``.
-# Only PyG's own datasets: torch's compiler (``torch._dynamo``) and ONNX operators
-# (``torch.onnx.ops``) register themselves with torch's internals as they load, and loading
-# them lazily let an unrelated import (``inspect.getmodule`` walks ``sys.modules``) run them
-# half-way through another of torch's imports: a circular import.
+# Only PyG's own datasets: torch's modules are never loaded lazily (module docstring).
 LAZY_MODULES = ("torch_geometric.datasets",)
+# PyG modules run with ``torch_geometric.typing.WITH_PT20`` off while their own code runs:
+# ``torch_geometric.isinstance`` imports ``torch._dynamo`` at import behind it.
+FLAG_OFF_MODULES = ("torch_geometric.isinstance",)
 
 
-class _LazyFinder(importlib.abc.MetaPathFinder):
-    """Finds `names` as the other finders do, with their loader wrapped to load lazily."""
+class _FlagOffLoader(importlib.abc.Loader):
+    """`loader`, with PyG's ``WITH_PT20`` flag off while it runs the module's code."""
 
-    def __init__(self, names: Sequence[str]) -> None:
-        self.names = frozenset(names)
+    def __init__(self, loader: importlib.abc.Loader) -> None:
+        self.loader = loader
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        import torch_geometric.typing as pyg_typing  # PyG's package imports it first
+
+        flag = pyg_typing.WITH_PT20
+        pyg_typing.WITH_PT20 = False
+        try:
+            self.loader.exec_module(module)
+        finally:
+            pyg_typing.WITH_PT20 = flag
+
+    def __getattr__(self, name: str) -> Any:  # get_source, get_filename, … for tracebacks
+        return getattr(self.loader, name)
+
+
+class _WrappingFinder(importlib.abc.MetaPathFinder):
+    """Finds the modules of `wrappers` as the other finders do, with their loader wrapped."""
+
+    def __init__(
+        self, wrappers: Mapping[str, Callable[[importlib.abc.Loader], importlib.abc.Loader]]
+    ) -> None:
+        self.wrappers = dict(wrappers)
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
-        if fullname not in self.names:
+        wrap = self.wrappers.get(fullname)
+        if wrap is None:
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
@@ -54,15 +85,18 @@ class _LazyFinder(importlib.abc.MetaPathFinder):
             if spec is not None:
                 if spec.loader is None or not hasattr(spec.loader, "exec_module"):
                     return spec  # a namespace package or an old-style loader: as it is
-                spec.loader = importlib.util.LazyLoader(spec.loader)
+                spec.loader = wrap(spec.loader)
                 return spec
         return None
 
 
 @contextmanager
-def lazy_modules(names: Sequence[str]) -> Iterator[None]:
-    """Within the block, the first import of each of `names` makes a lazy module."""
-    finder = _LazyFinder(names)
+def wrapped_loaders(
+    wrappers: Mapping[str, Callable[[importlib.abc.Loader], importlib.abc.Loader]],
+) -> Iterator[None]:
+    """Within the block, the first import of each module of `wrappers` runs through its
+    wrapped loader."""
+    finder = _WrappingFinder(wrappers)
     sys.meta_path.insert(0, finder)
     try:
         yield
@@ -70,7 +104,16 @@ def lazy_modules(names: Sequence[str]) -> Iterator[None]:
         sys.meta_path.remove(finder)
 
 
-with lazy_modules(LAZY_MODULES):  # no-ops for modules imported before
+def lazy_modules(names: Sequence[str]) -> AbstractContextManager[None]:
+    """Within the block, the first import of each of `names` makes a lazy module."""
+    return wrapped_loaders(dict.fromkeys(names, importlib.util.LazyLoader))
+
+
+_WRAPPERS: dict[str, Callable[[importlib.abc.Loader], importlib.abc.Loader]] = {
+    **dict.fromkeys(LAZY_MODULES, importlib.util.LazyLoader),
+    **dict.fromkeys(FLAG_OFF_MODULES, _FlagOffLoader),
+}
+with wrapped_loaders(_WRAPPERS):  # no-ops for modules imported before
     import torch_geometric  # noqa: F401  (the import this module is for)
 
 from torch_geometric.data import Batch, Data  # noqa: E402
@@ -79,6 +122,7 @@ from torch_geometric.nn.conv.gcn_conv import gcn_norm  # noqa: E402
 from torch_geometric.utils import scatter, to_dense_batch, to_torch_csr_tensor  # noqa: E402
 
 __all__ = [
+    "FLAG_OFF_MODULES",
     "LAZY_MODULES",
     "Batch",
     "Data",
@@ -90,4 +134,5 @@ __all__ = [
     "scatter",
     "to_dense_batch",
     "to_torch_csr_tensor",
+    "wrapped_loaders",
 ]

@@ -124,3 +124,22 @@ def test_model_outputs_are_the_same_with_pyg_imported_in_full() -> None:
     lazy = _python(OUTPUT_PROBE.replace("sys.argv[1]", "'lazy'"))
     full = _python(OUTPUT_PROBE.replace("sys.argv[1]", "'full'"))
     assert lazy == full and len(lazy.strip()) == 64
+
+
+# PyG's `is_torch_instance` with torch.compile's tracer imported on first use, not by hulk.pyg.
+COMPILER_PROBE = """
+import sys
+import hulk.model
+print("torch._dynamo" in sys.modules)
+import torch, torch_geometric
+compiled = torch.compile(torch.nn.Linear(2, 2))  # a wrapper; nothing compiles until called
+print(torch_geometric.is_torch_instance(compiled, torch.nn.Linear))
+print(torch_geometric.typing.WITH_PT20)
+"""
+
+
+def test_pyg_s_compiler_import_waits_for_first_use() -> None:
+    loaded, sees_through, flag = _python(COMPILER_PROBE).splitlines()
+    assert loaded == "False"  # not imported with the model
+    assert sees_through == "True"  # the compiled wrapper is still looked through
+    assert flag == "True"  # PyG's flag is as PyG set it
