@@ -504,18 +504,9 @@ def load_model_files(
             and config; ``registry.corrupt`` when the weights do not match their checksum.
     """
     name = settings.mlflow.registered_model
-    local = _local_version(settings, alias)
+    local = local_model_files(settings, alias)
     if local is not None:
-        info = VersionInfo(
-            name=name,
-            version=local.version,
-            alias=alias,
-            run_id=local.run_id,
-            source=local.source,
-            tags=local.tags,
-            metrics=local.metrics,
-        )
-        return (*_read_version_files(local.folder, info), info)
+        return (*local.read(), local.info)
 
     import mlflow.artifacts
 
@@ -544,15 +535,67 @@ def load_model_files(
                 artifact_uri=location, dst_path=tmp, tracking_uri=uri, registry_uri=uri
             )
         )
-        return (*_read_version_files(local_files, info), info)
+        return (*_checked_files(local_files, info).read(), info)
 
 
-def _read_version_files(
-    folder: Path, info: VersionInfo
-) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """The state dict and config in a version's folder, checked against the recorded SHA-256."""
-    import torch
+@dataclass(frozen=True)
+class ModelFiles:
+    """A registered version's files in a local folder: present and the weights matching the
+    SHA-256 recorded at registration (checked when made, `local_model_files`), read by `read`.
+    Checking needs neither torch nor MLflow; reading needs torch."""
 
+    info: VersionInfo
+    folder: Path
+
+    def read(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+        """The state dict (``torch.load(weights_only=True)`` onto the CPU) and the config.
+
+        Raises:
+            InputError: ``registry.bad_version`` when they are not a state dict and a config.
+        """
+        import torch
+
+        model_uri = self.info.model_uri
+        try:
+            state_dict = torch.load(
+                self.folder / STATE_DICT_FILE, map_location="cpu", weights_only=True
+            )
+            config = json.loads((self.folder / CONFIG_FILE).read_text(encoding="utf-8"))
+        except Exception as exc:  # weights_only refuses anything but tensors and containers
+            raise InputError(
+                self.info.source, "registry.bad_version", f"{model_uri}: {exc}"
+            ) from None
+        if not isinstance(state_dict, dict) or not isinstance(config, dict):
+            raise InputError(
+                self.info.source,
+                "registry.bad_version",
+                f"{model_uri}: not a state dict and a config",
+            )
+        return state_dict, config
+
+
+def local_model_files(settings: Settings, alias: str = CHAMPION) -> ModelFiles | None:
+    """``models:/<registered model>@<alias>``'s files, checked but not read, when the registry
+    is a local sqlite file (read without MLflow, `hulk.registry_read`); None when MLflow must
+    answer (`load_model_files` then). Raises as `load_model_files` does, but for files that
+    match their checksum and are still not a state dict and a config (`ModelFiles.read`)."""
+    local = _local_version(settings, alias)
+    if local is None:
+        return None
+    info = VersionInfo(
+        name=settings.mlflow.registered_model,
+        version=local.version,
+        alias=alias,
+        run_id=local.run_id,
+        source=local.source,
+        tags=local.tags,
+        metrics=local.metrics,
+    )
+    return _checked_files(local.folder, info)
+
+
+def _checked_files(folder: Path, info: VersionInfo) -> ModelFiles:
+    """A version's folder, its files present and the weights matching the recorded SHA-256."""
     model_uri = info.model_uri
     weights_path, config_path = folder / STATE_DICT_FILE, folder / CONFIG_FILE
     missing = [p.name for p in (weights_path, config_path) if not p.is_file()]
@@ -568,16 +611,7 @@ def _read_version_files(
             f"{model_uri}: {STATE_DICT_FILE} does not match the SHA-256 recorded when it "
             "was registered",
         )
-    try:
-        state_dict = torch.load(weights_path, map_location="cpu", weights_only=True)
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-    except Exception as exc:  # weights_only refuses anything but tensors and containers
-        raise InputError(info.source, "registry.bad_version", f"{model_uri}: {exc}") from None
-    if not isinstance(state_dict, dict) or not isinstance(config, dict):
-        raise InputError(
-            info.source, "registry.bad_version", f"{model_uri}: not a state dict and a config"
-        )
-    return state_dict, config
+    return ModelFiles(info, folder)
 
 
 # --------------------------------------------------------------------------------------------

@@ -5,7 +5,8 @@ the champion GNN through `hulk.gnn.model_placements`), written atomically as
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -112,20 +113,57 @@ def _whole_fleet(
     )
 
 
-def load_champion(settings: Settings) -> tuple[Any, dict[str, Any]]:
-    """The champion model and the placements file's ``model`` record (name, version, alias,
-    ``fallback``: null until a run falls back to the teacher)."""
-    from hulk.model import model_from_state
-    from hulk.registry import load_model_files
+@dataclass
+class Champion:
+    """The champion GNN for one run: its placements-file ``model`` record (name, version,
+    alias, ``fallback``: null until a run falls back to the teacher) and the model, built from
+    its files when first asked for (`model`). A run whose jobs keep their machines never asks:
+    it then imports no torch or PyG, most of such a run's time."""
 
-    state_dict, config, version = load_model_files(settings, alias="champion")
+    record: dict[str, Any]
+    _build: Callable[[], Any]
+    _model: Any = None
+
+    def model(self) -> Any:
+        """The model, in eval mode (built on the first call)."""
+        if self._model is None:
+            self._model = self._build()
+        return self._model
+
+
+def load_champion(settings: Settings) -> Champion:
+    """The champion of the registry: its version resolved and its files checked now (so that a
+    missing or corrupt champion stops the run at once), the weights read when the model is
+    first asked for. From a registry only MLflow can read, everything is read now (the files
+    are downloaded to a temporary folder)."""
+    from hulk.registry import load_model_files, local_model_files
+
+    def build(config: dict[str, Any], state_dict: dict[str, Any]) -> Any:
+        from hulk.model import model_from_state
+
+        return model_from_state(config, state_dict)
+
+    load: Callable[[], Any]
+    files = local_model_files(settings, alias="champion")
+    if files is None:
+        state_dict, config, version = load_model_files(settings, alias="champion")
+        load = functools.partial(build, config, state_dict)
+    else:
+        checked, version = files, files.info
+
+        def read_and_build() -> Any:
+            state_dict, config = checked.read()
+            return build(config, state_dict)
+
+        load = read_and_build
+
     record = {
         "name": version.name,
         "version": str(version.version),
         "alias": version.alias,
         "fallback": None,
     }
-    return model_from_state(config, state_dict), record
+    return Champion(record, load)
 
 
 def placement_rows(placements: Sequence[JobPlacement], fleet: Fleet) -> list[JobRow]:

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from hulk.cost import Cost, Fleet, Plan
     from hulk.placements import JobPlacement
     from hulk.scheduler import Decision, Running, Schedule, Waiting
-    from hulk.stages.assign import AssignSummary
+    from hulk.stages.assign import AssignSummary, Champion
 
 JOBS_DB = "jobs/jobs.db"
 STALE_RULE = "logs.stale_machine"
@@ -290,12 +290,13 @@ def _strategy_group(
     links: pd.DataFrame,
     settings: Settings,
     seed: int,
-    model: Any,
+    champion: Champion | None,
     baselines: BaselineMemory,
 ) -> dict[str, tuple[Plan, Cost]] | None:
     """The strategy's plans for the jobs the schedule starts now together (None: fewer than
     two, or the strategy could not place them all on the machines free now). Only the plans
-    and estimates are used: the records' baselines are the whole fleet's (`baselines`)."""
+    and estimates are used: the records' baselines are the whole fleet's (`baselines`). The
+    champion's model is built only here, when the GNN has a group to lay out."""
     from hulk.assign import _teacher_on
     from hulk.placements import PLACED
     from hulk.scheduler import RESTART, START
@@ -306,9 +307,10 @@ def _strategy_group(
     busy = {n for d in found.decisions if d.action in ("keep", "move") for n in d.nodes}
     free = [int(i) for i in fleet.active_indices() if i not in busy]
     jobs = [d.job for d in group]
-    if strategy == "gnn" and model is not None:
+    if strategy == "gnn" and champion is not None:
         from hulk.gnn import model_placements
 
+        model = champion.model()
         busy_ids = [fleet.node_id(i) for i in sorted(busy)]
         inv = inventory.copy()
         inv.loc[inv["node_id"].isin(busy_ids), "status"] = "drained"
@@ -544,9 +546,7 @@ def schedule_run(
     if drained:
         inventory = inventory.copy()
         inventory.loc[inventory["node_id"].isin(drained), "status"] = "drained"
-    model, model_record = (None, None)
-    if strategy == "gnn":
-        model, model_record = load_champion(settings)
+    champion = load_champion(settings) if strategy == "gnn" else None
     with JobStore(jobs_db(data_dir)) as store:
         changes = store.sync_file(jobs, started)
         finished = store.finish_done(started)
@@ -562,7 +562,7 @@ def schedule_run(
         seconds = time.perf_counter() - clock
         known = BaselineMemory(data_dir, fleet, plan_fn.fleet_key)
         fixed = _strategy_group(
-            strategy, found, fleet, inventory, links, settings, seed, model, known
+            strategy, found, fleet, inventory, links, settings, seed, champion, known
         )
         if fixed:
             alt = schedule(
@@ -599,7 +599,7 @@ def schedule_run(
             seed=seed,
             started=started,
             generated_at=now,
-            model=model_record,
+            model=champion.record if champion is not None else None,
             extra={"queue": queue.to_dict()},
             job_extra={name: entry.to_dict() for name, entry in scheduled.items()},
         )

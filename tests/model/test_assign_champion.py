@@ -1,0 +1,141 @@
+"""`hulk assign --strategy gnn` as a process: what it imports, and the champion built only when
+the GNN has jobs to lay out (`hulk.stages.assign.Champion`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from hulk import registry
+from hulk.features import encode_inputs
+from hulk.jobs import dump_jobs, preset_jobs
+from hulk.model import HulkGNN, ModelConfig
+from hulk.settings import Settings
+from hulk.stages.assign import load_champion
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Never needed by the GNN strategy's run: MLflow (the registry is read with sqlite), Prefect,
+# Great Expectations, the plotting and graph libraries. PyG's import of torch.compile's tracer
+# is left for first use (`hulk.pyg`).
+NOT_ON_THE_PATH = (
+    "mlflow",
+    "prefect",
+    "great_expectations",
+    "matplotlib",
+    "networkx",
+    "torch._dynamo",
+)
+WATCHED = (*NOT_ON_THE_PATH, "torch", "torch_geometric")
+
+# A fresh interpreter runs the CLI and reports, at exit, which watched modules it imported.
+PROBE = """
+import atexit, json, sys
+watched = json.loads(sys.argv[1])
+atexit.register(lambda: print("IMPORTED", json.dumps([m for m in watched if m in sys.modules])))
+from hulk.cli import app
+app(sys.argv[2:], prog_name="hulk")
+"""
+
+
+@pytest.fixture
+def champion_folder(tiny: Path, tmp_path: Path) -> tuple[Path, Path, Settings]:
+    """`tiny` with a freshly initialised GNN of a small shape registered as champion, and a
+    jobs file of two jobs that start together on it."""
+    jobs = preset_jobs(["GPT-2-1.5B", "BERT-large"])
+    jobs_file = tmp_path / "jobs.yaml"
+    jobs_file.write_text(dump_jobs(jobs))
+    settings = Settings().with_data_dir(tiny)
+    from hulk.data_folder import load_frames
+
+    inventory, links = load_frames(tiny, settings)
+    inputs, _ = encode_inputs(inventory, links, jobs, settings)
+    config = ModelConfig(
+        node_features=int(inputs["x"].shape[1]),
+        edge_features=int(inputs["edge_attr"].shape[1]),
+        job_features=int(inputs["jobs"].shape[1]),
+        hidden=8,
+        layers=2,
+    )
+    torch.manual_seed(0)
+    version = registry.log_training_run(
+        settings,
+        params={"test": "assign champion"},
+        history=[{"epoch": 1, "train/loss": 0.0}],
+        metrics={"gate/score": 1.0},
+        state_dict=HulkGNN(config).eval().state_dict(),
+        config=config.to_dict(),
+        run_name="untrained",
+    )
+    registry.record_evaluation(settings, version.version, "test", {"gate/score": 1.0})
+    assert registry.promote_if_better(settings, version, "test").promoted
+    return tiny, jobs_file, settings
+
+
+def _assign_process(data: Path, jobs_file: Path, out: Path) -> tuple[list[str], dict]:
+    """One `hulk assign --strategy gnn` process: the watched modules it imported and the
+    placements file it wrote."""
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    args = ["assign", "--data", data, "--jobs", jobs_file, "--strategy", "gnn", "--out", out]
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(WATCHED), *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=data.parent,
+        env={**os.environ, "PYTHONPATH": path},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    line = next(s for s in result.stdout.splitlines() if s.startswith("IMPORTED "))
+    imported = json.loads(line.removeprefix("IMPORTED "))
+    return imported, json.loads((out / "latest.json").read_text())
+
+
+def test_gnn_assign_imports_only_what_it_uses(
+    champion_folder: tuple[Path, Path, Settings],
+) -> None:
+    data, jobs_file, _ = champion_folder
+    # First run: both jobs start together, so the GNN lays them out.
+    imported, doc = _assign_process(data, jobs_file, data / "placements" / "1")
+    assert doc["queue"]["actions"] == {"start": 2}
+    assert doc["model"] == {
+        "name": "hulk-gnn",
+        "version": "1",
+        "alias": "champion",
+        "fallback": None,
+    }
+    assert sorted(imported) == ["torch", "torch_geometric"]
+    # Second run on the same fleet: both keep their machines, nothing for the GNN to lay out,
+    # so neither torch nor PyG is imported; the file still names the champion.
+    imported, doc = _assign_process(data, jobs_file, data / "placements" / "2")
+    assert doc["queue"]["actions"] == {"keep": 2}
+    assert doc["model"]["version"] == "1" and doc["model"]["alias"] == "champion"
+    assert imported == []
+
+
+def test_a_corrupt_champion_stops_the_run_before_the_model_is_needed(
+    champion_folder: tuple[Path, Path, Settings],
+) -> None:
+    _, _, settings = champion_folder
+    files = registry.local_model_files(settings)
+    assert files is not None
+    (files.folder / registry.STATE_DICT_FILE).write_bytes(b"not the registered weights")
+    with pytest.raises(registry.InputError, match=r"\[registry\.corrupt\]"):
+        load_champion(settings)
+
+
+def test_the_champion_is_the_registered_model(champion_folder: tuple[Path, Path, Settings]) -> None:
+    _, _, settings = champion_folder
+    champion = load_champion(settings)
+    state, config, _ = registry.load_model_files(settings)
+    model = champion.model()
+    assert champion.model() is model  # built once
+    assert model.config.to_dict() == config and not model.training
+    built = model.state_dict()
+    assert built.keys() == state.keys()
+    assert all(torch.equal(built[name], state[name]) for name in state)
