@@ -109,6 +109,13 @@ def lazy_modules(names: Sequence[str]) -> AbstractContextManager[None]:
     return wrapped_loaders(dict.fromkeys(names, importlib.util.LazyLoader))
 
 
+# PyG's `scatter` asks ``torch.onnx.is_in_onnx_export()`` on every call, so torch imports
+# ``torch.onnx`` (about 20 ms) on the model's first forward pass. Its operators register
+# themselves through `inspect.getmodule`, which walks ``sys.modules`` and touched the lazy
+# datasets module: they ran (about 0.2 s) half-way through torch's import. Imported before PyG,
+# torch.onnx never sees them.
+import torch.onnx  # noqa: E402, F401
+
 _WRAPPERS: dict[str, Callable[[importlib.abc.Loader], importlib.abc.Loader]] = {
     **dict.fromkeys(LAZY_MODULES, importlib.util.LazyLoader),
     **dict.fromkeys(FLAG_OFF_MODULES, _FlagOffLoader),

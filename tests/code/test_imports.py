@@ -102,6 +102,23 @@ def test_pyg_s_datasets_load_on_first_use() -> None:
     assert used == "KarateClub"  # and still there when asked for
 
 
+# A forward pass imports torch.onnx (PyG's scatter asks it whether an export runs); its
+# operators' registration walks sys.modules and must not run the lazy datasets module.
+FORWARD_PROBE = """
+import sys
+from hulk.model import predict_proba
+from hulk.train import deterministic_torch
+from tests.model.test_model import seeded_model, small_config, synthetic_sample
+with deterministic_torch(0, 1):
+    predict_proba(seeded_model(small_config(conv="gcn")), synthetic_sample(20, 2))
+print("torch.onnx" in sys.modules, "torch_geometric.datasets.karate" in sys.modules)
+"""
+
+
+def test_a_forward_pass_leaves_pyg_s_datasets_unloaded() -> None:
+    assert _python(FORWARD_PROBE).split() == ["True", "False"]
+
+
 # The model's output with PyG imported by hulk.pyg (lazily) or in full before it.
 OUTPUT_PROBE = """
 import hashlib, sys
