@@ -96,6 +96,7 @@ def _assign_process(data: Path, jobs_file: Path, out: Path) -> tuple[list[str], 
     return imported, json.loads((out / "latest.json").read_text())
 
 
+@pytest.mark.slow  # two fresh interpreters running the CLI
 def test_gnn_assign_imports_only_what_it_uses(
     champion_folder: tuple[Path, Path, Settings],
 ) -> None:
