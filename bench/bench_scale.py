@@ -196,6 +196,7 @@ def run_10000(seed: int) -> dict:
     from hulk.planner import site_labels
     from hulk.settings import load_settings
     from hulk.teacher import teacher_search
+    from hulk.train import model_config
 
     settings = load_settings(REPO / "params.yaml")
     imports_mb = _rss_mb()
@@ -245,7 +246,7 @@ def run_10000(seed: int) -> dict:
     started = time.perf_counter()
     inputs, order = encode_inputs(inventory, links, jobs, settings)
     encode_s = time.perf_counter() - started
-    model = HulkGNN(_model_config(settings, inputs)).eval()
+    model = HulkGNN(model_config([inputs], settings.model)).eval()
     started = time.perf_counter()
     proba = predict_proba(model, inputs).numpy()
     forward_s = time.perf_counter() - started
@@ -281,6 +282,7 @@ def run_100000(seed: int) -> dict:
     from hulk.model import HulkGNN, predict_proba
     from hulk.planner import site_labels
     from hulk.settings import load_settings
+    from hulk.train import model_config
 
     settings = load_settings(REPO / "params.yaml")
     load_before = os.getloadavg()[0]
@@ -303,7 +305,7 @@ def run_100000(seed: int) -> dict:
     encode_s = time.perf_counter() - started
     del links  # the frames' link table is not needed past the model's inputs
     print(f"  model inputs: {encode_s:.1f} s", file=sys.stderr, flush=True)
-    model = HulkGNN(_model_config(settings, inputs)).eval()
+    model = HulkGNN(model_config([inputs], settings.model)).eval()
     started = time.perf_counter()
     proba = predict_proba(model, inputs).numpy()
     forward_s = time.perf_counter() - started
@@ -331,25 +333,6 @@ def run_100000(seed: int) -> dict:
         "load_average_before": load_before,
         "load_average_after": os.getloadavg()[0],
     }
-
-
-def _model_config(settings, inputs):
-    """params.yaml's ``model:`` shape for `inputs`' feature widths (a fresh, seeded model: the
-    GNN's time does not depend on its weights)."""
-    from hulk.model import ModelConfig
-
-    m = settings.model
-    return ModelConfig(
-        node_features=int(inputs["x"].shape[1]),
-        edge_features=int(inputs["edge_attr"].shape[1]),
-        job_features=int(inputs["jobs"].shape[1]),
-        hidden=m.hidden,
-        layers=m.layers,
-        conv=m.conv,
-        heads=m.heads,
-        dropout=m.dropout,
-        neighbours=m.neighbours,
-    )
 
 
 def assign_folder(seed: int, folder: Path) -> dict:
