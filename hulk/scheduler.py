@@ -18,10 +18,7 @@ remaining iterations) and the waiting ones. Times are seconds from now. `schedul
    or asked for) whose machines are free for as long as the job needs is taken without
    planning when it is as fast as the job's plan on every usable machine no faster than the
    fastest one free then (a bound the planner does not beat on fewer machines, like the whole
-   fleet's plan); starts and slower kinds that bound rules out are not planned at all. A new
-   job waits for a later start only while its wait, so far and to come, stays within
-   `max_wait_share` of its run on the machines free now (when set): later, shorter arrivals go
-   first, so a long job's promised start could slip run after run while free machines idle.
+   fleet's plan); starts and slower kinds that bound rules out are not planned at all.
    Its machines are then committed from its start until it finishes. A job without a length
    (``iterations`` unknown) starts as soon as it fits. The job's finish is ``start + overhead +
    remaining × iteration_s``. The job then leaves the fastest kind of machine of that option
@@ -40,7 +37,11 @@ remaining iterations) and the waiting ones. Times are seconds from now. `schedul
    (idle, or about to start a waiting job, which is then scheduled again); or a running job
    with more work left than some waiting job needs (the most work left first, up to
    `preempt_candidates` tried) stops and waits in line like any other job, so that shorter
-   work runs on its machines first (shortest remaining work first, as far as it pays). A
+   work runs on its machines first (shortest remaining work first, as far as it pays). A job
+   needing several machines is rarely helped by one stop, so for each of the
+   `preempt_candidates` waiting jobs with the least work, the running jobs on the machines of
+   its whole-fleet plan, all with more work left, are also tried stopped together (a group
+   stop counts each job it stops against `max_moves_per_run`). A
    stopped job keeps its checkpoint where it ran: when it starts again it pays `move_cost`
    from there (the restart only, on the same machines). A move is weighed in the waiting-job
    order the schedule without it kept.
@@ -517,15 +518,7 @@ def _place_one(
     times = timeline.ends()
     times = times[times < ideal_at][: settings.start_candidates]
     candidates = sorted({0.0, *times.tolist(), *([ideal_at] if math.isfinite(ideal_at) else [])})
-    best, right_now = _weigh_starts(
-        fleet, job, candidates, timeline, planner, ideal_plan, ideal, length
-    )
-    if (
-        best is not None
-        and right_now is not None
-        and _waited_enough(job, best[1], right_now, settings)
-    ):
-        best = right_now
+    best = _weigh_starts(fleet, job, candidates, timeline, planner, ideal_plan, ideal, length)
     action = RESTART if job.resumes_from is not None else START
     if best is None:
         if not ideal.feasible:
@@ -588,11 +581,9 @@ def _weigh_starts(
     ideal_plan: Plan | None,
     ideal: Cost,
     length: Callable[[Plan | None, Cost, Sequence[int]], tuple[float, float]],
-) -> tuple[_Choice | None, _Choice | None]:
-    """The earliest-finishing option over the candidate starts, and the option of starting now
-    (None when nothing fits then)."""
+) -> _Choice | None:
+    """The earliest-finishing option over the candidate starts (None: nothing fits)."""
     best: _Choice | None = None
-    right_now: _Choice | None = None  # the option of starting now, for the wait limit
     seen: set[bytes] = set()
     for start in candidates:
         if best is not None and start >= best[0][0]:
@@ -619,30 +610,9 @@ def _weigh_starts(
             continue
         plan, cost, nodes, overhead, finish = option
         key = (finish, start, cost.iteration_s)
-        if start == 0.0:
-            right_now = (key, start, nodes, plan, cost, overhead)
         if best is None or key < best[0]:
             best = (key, start, nodes, plan, cost, overhead)
-    return best, right_now
-
-
-def _waited_enough(
-    job: Waiting,
-    start: float,
-    right_now: _Choice,
-    settings: SchedulerSettings,
-) -> bool:
-    """Whether a new job that would wait until `start` for a better group starts now instead:
-    its wait, so far and to come, passes `max_wait_share` of its run on the machines free now.
-    Each run re-decides with the queue of the moment, and shorter jobs arriving later go first
-    (shortest work first), so a long job's promised start can slip run after run while it
-    leaves free machines idle; the limit bounds that (delay scheduling). Jobs that ran before
-    (stopped or displaced) are not limited."""
-    share = settings.max_wait_share
-    if share is None or start <= 0 or job.resumes_from is not None or job.remaining is None:
-        return False
-    waited = max(0.0, -job.submitted_s)
-    return waited + start > share * right_now[0][0]
+    return best
 
 
 _Option = tuple[

@@ -221,10 +221,6 @@ class SchedulerSettings(Section):
     # them takes at most this share longer (they go to the jobs that gain most from them);
     # 0: every job takes its fastest plan.
     leave_fastest_slack: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.1
-    # A new job waits for a better group only while its wait, so far and to come, stays within
-    # this share of its run on the machines free now (later, shorter arrivals go first, so a
-    # promised start can slip run after run); null: no limit.
-    max_wait_share: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
     # Wait this long for another assign run holding the data folder's assign lock.
     lock_timeout_s: PositiveFloat = 600.0
 

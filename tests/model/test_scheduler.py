@@ -371,32 +371,6 @@ def test_no_plan_on_slower_machines_is_made_when_their_kind_is_far_too_slow() ->
     assert frozenset({2, 3}) in calls and frozenset({3}) not in calls
 
 
-def test_a_job_waits_for_a_better_group_only_within_the_wait_limit() -> None:
-    fleet = fast_and_slow()
-    busy = running_on(fleet, BERT, [0], remaining=500)
-    job = Job(**{**BERT.__dict__, "name": "BERT-new"})
-
-    def decided(settings: SchedulerSettings, submitted_s: float):
-        found = schedule(
-            fleet, [busy], [Waiting(job, 1_000, submitted_s)], settings, planner(fleet)
-        )
-        return named(found, "BERT-new")
-
-    unlimited = SchedulerSettings(max_moves_per_run=0)
-    limited = SchedulerSettings(max_moves_per_run=0, max_wait_share=0.25)
-    # The fast machine frees up soon: waiting for it finishes far sooner than the slow one now.
-    for settings in (unlimited, limited):
-        fresh = decided(settings, 0.0)
-        assert fresh.action == WAIT and fresh.nodes == (0,)
-    # A job that already waited longer than a quarter of its run on the slow machine (its
-    # promised start slipped run after run) starts now on what is free.
-    assert decided(unlimited, -1e6).action == WAIT
-    late = decided(limited, -1e6)
-    assert late.action == START and late.nodes == (1,) and late.start_s == 0.0
-    # It finishes later than waiting would have promised, but no longer waits on promises.
-    assert late.finish_s > decided(unlimited, -1e6).finish_s
-
-
 def test_a_short_job_that_needs_several_machines_stops_the_long_jobs_on_them() -> None:
     fleet = fleet_of([1e15, 1e15], [320.0, 320.0], {(0, 1): (1e-3, 1.25e9)})
     wide = Job("wide", 30.0, 48, 7168, 2048, 512, 1)  # its memory needs both machines
