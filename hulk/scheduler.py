@@ -272,15 +272,14 @@ class _Planner:
         assert found is not None
         return found
 
-    def kind_bound(self, job: Job, machines: np.ndarray) -> float:
+    def kind_bound(self, job: Job, machines: np.ndarray) -> float | None:
         """Seconds per iteration of the job's plan on every usable machine up to some speed
-        (`machines`, a mask): a bound on its plans on some of them. Always answered: a handful
-        of sets per job size, remembered from run to run."""
+        (`machines`, a mask): a bound on its plans on some of them. A handful of sets per job
+        size, remembered from run to run; None past the planning budget."""
         if not machines.any():
             return math.inf
-        found = self(job, np.flatnonzero(machines))
-        assert found is not None
-        return found[1].iteration_s
+        found = self(job, np.flatnonzero(machines), optional=True)
+        return None if found is None else found[1].iteration_s
 
 
 def schedule(
@@ -600,7 +599,7 @@ def _weigh_starts(
             kinds = timeline.usable & (fleet.compute_flops <= fleet.compute_flops[avail].max())
             floor = start + job.remaining * max(
                 ideal.iteration_s,
-                planner.kind_bound(job.job, kinds),
+                planner.kind_bound(job.job, kinds) or 0.0,
                 lower_bound(job.job, fleet, avail),
             )
             if floor >= best[0][0]:
@@ -647,7 +646,9 @@ def _leave_fastest(
     # remembered) bounds a plan on the slower machines free at `start`, as the whole fleet's
     # plan bounds the others: when even it is too slow, no new plan is needed.
     bound = planner.kind_bound(job.job, timeline.usable & slower)
-    if job.remaining * bound > (1 + settings.leave_fastest_slack) * (finish - start):
+    if bound is None or job.remaining * bound > (1 + settings.leave_fastest_slack) * (
+        finish - start
+    ):
         return chosen
     option = _option_at(job, start, lesser, timeline, planner, None, Cost.infeasible(""), length)
     if option is None or option[4] - start > (1 + settings.leave_fastest_slack) * (finish - start):
@@ -691,7 +692,8 @@ def _option_at(
         overhead, seconds = length(plan, cost, nodes)
         seen_option = plan, cost, np.asarray(nodes, np.int64), overhead, start + seconds
         kinds = timeline.usable & (planner.speed <= planner.speed[avail].max())
-        if cost.iteration_s <= max(ideal.iteration_s, planner.kind_bound(job.job, kinds)):
+        bound = planner.kind_bound(job.job, kinds)
+        if bound is not None and cost.iteration_s <= max(ideal.iteration_s, bound):
             return seen_option
     planned = _planned_at(job, start, avail, timeline, planner, length)
     if seen_option is None or (planned is not None and planned[4] < seen_option[4]):
