@@ -98,8 +98,10 @@ def remove_generated_sources() -> list[str]:
     temporary = os.path.realpath(tempfile.gettempdir())
     removed = []
     for name, module in list(sys.modules.items()):
+        if not name.endswith(GENERATED_SUFFIXES):
+            continue  # by name first: any attribute of a lazy module (datasets) would run it
         path = getattr(module, "__file__", None)
-        if not path or not name.endswith(GENERATED_SUFFIXES):
+        if not path:
             continue
         if os.path.dirname(os.path.realpath(path)) != temporary:
             continue  # a module of that name that PyG did not generate
