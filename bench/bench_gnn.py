@@ -19,18 +19,20 @@ strategy (`hulk.gnn.gnn_placements`: model, Algorithm 1, stage planner, quick ch
 * plan-cost ratio — GNN makespan / teacher makespan and the same for the sum of iteration
   times, over the mixes where the GNN's plan passed its quick check (fallbacks to the teacher
   are listed and counted apart);
-* speed-up — teacher seconds / GNN seconds, end to end (the model's inputs from the fleet's
-  frames, the forward pass and the wall time of `hulk.gnn.gnn_decide`: Algorithm 1, planner,
-  idle offers and the quick check; plus the teacher's search after a fallback) and for the
-  inference alone (inputs, forward pass, Algorithm 1). Each side gets a freshly built fleet
-  per mix, so neither reuses the ring orders the other (or an earlier mix) cached. Neither
-  side counts building the cost model's fleet from the link table (its matrices and sites),
-  which both strategies need and a deployment builds once per link table; those times are
-  printed apart. Nor do they count the A/B/C baselines every placements file reports for every
-  strategy (``records_seconds``). End to end is measured both in wall time and in CPU time
+* speed-up — teacher seconds / GNN seconds, end to end (the model's inputs: the mix's job
+  features over the fleet's tensors, the forward pass and the wall time of
+  `hulk.gnn.gnn_decide`: Algorithm 1, planner, idle offers and the quick check; plus the
+  teacher's search after a fallback) and for the inference alone (inputs, forward pass,
+  Algorithm 1). Each side gets a freshly built fleet per mix, so neither reuses the ring orders
+  the other (or an earlier mix) cached. Neither side counts building what a deployment builds
+  once per link table: the cost model's fleet (its matrices and sites), which both strategies
+  need, and the model's fleet tensors (node and link features), which the graph step saves and
+  the GNN's assignment reads (`hulk.graph.load_model_graph`); those times are printed apart. Nor
+  do they count the A/B/C baselines every placements file reports for every strategy
+  (``records_seconds``). End to end is measured both in wall time and in CPU time
   (``time.process_time``, the same parts); the 1,000-machine target is judged on CPU time, as
-  both sides run on one thread and the machine is shared: wall time also counts other
-  processes' turns.
+  both sides run on one thread and the machine is shared: wall time also counts other processes'
+  turns.
 
 ``synthetic10000`` (skip with ``--skip-10000``) runs the GNN's inference alone on 10,000
 machines in its own process (model inputs, forward pass, Algorithm 1's probability groups) and
@@ -131,6 +133,7 @@ def run_fleet(kind: str, model, settings, seed: int, mixes: int) -> dict:
     from hulk.cost import Fleet
     from hulk.features import encode_inputs
     from hulk.gnn import gnn_placements
+    from hulk.graph import fleet_data
     from hulk.model import predict_proba
     from hulk.planner import site_labels
     from hulk.teacher import never_fits, teacher_search
@@ -142,6 +145,11 @@ def run_fleet(kind: str, model, settings, seed: int, mixes: int) -> dict:
     started = time.perf_counter()
     sites = site_labels(fleet, settings.planner.site_latency_ms)
     sites_s = time.perf_counter() - started
+    # The graph step's tensors, as `hulk assign` reads them (machines in node_id order).
+    started = time.perf_counter()
+    by_node = inventory.sort_values("node_id", kind="stable").reset_index(drop=True)
+    graph = fleet_data(by_node, links, settings.hardware, settings.graph.bandwidth_tiers)
+    graph_s = time.perf_counter() - started
 
     def fresh():
         """A new fleet with its sites, as a new `hulk assign` process has: no ring orders or
@@ -164,7 +172,7 @@ def run_fleet(kind: str, model, settings, seed: int, mixes: int) -> dict:
         fleet, sites = fresh()
         gnn_cpu = time.process_time()
         started = time.perf_counter()
-        inputs, order = encode_inputs(inventory, links, jobs, settings)
+        inputs, order = encode_inputs(inventory, links, jobs, settings, graph=graph)
         encode_s = time.perf_counter() - started
         started = time.perf_counter()
         proba = predict_proba(model, inputs).numpy()
@@ -219,6 +227,7 @@ def run_fleet(kind: str, model, settings, seed: int, mixes: int) -> dict:
         "links": len(links),
         "fleet_seconds": fleet_s,
         "sites_seconds": sites_s,
+        "graph_seconds": graph_s,
         "mixes": rows,
         "load_average_after": os.getloadavg()[0],
     }
@@ -341,7 +350,8 @@ def _print_fleet(result: dict) -> None:
     print(
         f"\n{result['scenario']}: {result['machines']} machines, {result['links']} links "
         f"(cost-model fleet {result['fleet_seconds']:.2f} s, sites "
-        f"{result['sites_seconds']:.2f} s, load {result['load_average_after']:.1f})"
+        f"{result['sites_seconds']:.2f} s, model's fleet tensors {result['graph_seconds']:.2f} s, "
+        f"load {result['load_average_after']:.1f})"
     )
     print(
         f"{'mix':10s} {'jobs':>4s} {'teacher s':>9s} {'GNN s':>8s} {'infer s':>8s} "

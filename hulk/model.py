@@ -95,6 +95,7 @@ from hulk.pyg import (
     GCNConv,
     MessagePassing,
     gcn_norm,
+    remove_generated_sources,
     scatter,
     to_dense_batch,
     to_torch_csr_tensor,
@@ -360,6 +361,7 @@ class HulkGNN(nn.Module):
 
         self.job_score = _mlp(3 * h, h, 1)
         self.idle_score = _mlp(3 * h, h, 1)
+        remove_generated_sources()  # PyG's layers leave their generated code in the temp folder
 
     @torch.no_grad()
     def fit_scaling(self, samples: Sequence[Mapping[str, Tensor]]) -> None:

@@ -16,6 +16,11 @@ They are imported as usual.
 
 Every Hulk module imports PyG through this one (a test checks it), so whichever comes first
 makes the import.
+
+PyG's message-passing layers write a generated ``propagate`` module into the temporary folder
+the first time a process builds each layer class, and never remove it: a scheduled assign run
+every 15 minutes would leave one file per layer class per run. `remove_generated_sources`
+deletes them once the layers are built.
 """
 
 from __future__ import annotations
@@ -23,7 +28,9 @@ from __future__ import annotations
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import os
 import sys
+import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from types import ModuleType
@@ -78,7 +85,36 @@ from torch_geometric.nn import GATConv, GCNConv, MessagePassing  # noqa: E402
 from torch_geometric.nn.conv.gcn_conv import gcn_norm  # noqa: E402
 from torch_geometric.utils import scatter, to_dense_batch, to_torch_csr_tensor  # noqa: E402
 
+# Suffixes of the module names PyG gives its generated `propagate` / `edge_updater` code.
+GENERATED_SUFFIXES = ("_propagate", "_edge_updater")
+
+
+def remove_generated_sources() -> list[str]:
+    """Delete the source files PyG generated in the temporary folder for this process's layers.
+
+    The modules are already loaded (PyG executes them as it writes them), so the layers work
+    as before; only a traceback through them shows no source lines. Returns the removed paths.
+    """
+    temporary = os.path.realpath(tempfile.gettempdir())
+    removed = []
+    for name, module in list(sys.modules.items()):
+        if not name.endswith(GENERATED_SUFFIXES):
+            continue  # by name first: any attribute of a lazy module (datasets) would run it
+        path = getattr(module, "__file__", None)
+        if not path:
+            continue
+        if os.path.dirname(os.path.realpath(path)) != temporary:
+            continue  # a module of that name that PyG did not generate
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            continue  # removed when an earlier model was built
+        removed.append(path)
+    return removed
+
+
 __all__ = [
+    "GENERATED_SUFFIXES",
     "LAZY_MODULES",
     "Batch",
     "Data",
@@ -87,6 +123,7 @@ __all__ = [
     "MessagePassing",
     "gcn_norm",
     "lazy_modules",
+    "remove_generated_sources",
     "scatter",
     "to_dense_batch",
     "to_torch_csr_tensor",

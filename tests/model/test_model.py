@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -377,3 +381,26 @@ def test_pruned_model_hears_only_the_nearest_links() -> None:
     everything = seeded_model(small_config(neighbours=1000))
     everything.load_state_dict(pruned.state_dict())
     torch.testing.assert_close(predict_proba(everything, sample), predict_proba(full, sample))
+
+
+def test_building_a_model_leaves_no_generated_code_in_the_temp_folder(tmp_path) -> None:
+    """PyG writes each layer class's generated `propagate` to the temp folder and keeps it;
+    a process that builds and runs both kinds of model must leave that folder empty."""
+    script = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import torch
+from test_model import seeded_model, single_batch, small_config, synthetic_sample
+for conv in ("gcn", "gat"):
+    model = seeded_model(small_config(conv=conv))
+    model.eval()
+    with torch.no_grad():
+        model(single_batch(synthetic_sample(12, 2)))
+import hulk.pyg
+generated = [m for m in sys.modules if m.endswith(hulk.pyg.GENERATED_SUFFIXES)]
+assert len(generated) >= 3, generated  # EdgeFold's, GCNConv's and GATConv's propagate
+"""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    here = str(Path(__file__).parent)
+    subprocess.run([sys.executable, "-c", script, here], env=env, check=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
