@@ -14,12 +14,17 @@ remaining iterations) and the waiting ones. Times are seconds from now. `schedul
    machines free then and until it would finish, and takes the option that finishes first
    (ties: the earlier start). A job may use machines committed to a later start when it is done
    before that start (backfilling). Past `max_plans_per_run` new plans in a run, only options
-   already planned are weighed. Its machines are then committed from its start until it
-   finishes. A job without a length (``iterations`` unknown) starts as soon as it fits. The
-   job's finish is ``start + overhead + remaining × iteration_s``. The job then leaves the
-   fastest kind of machine of that option when a plan without it, at the same start, takes at
-   most `leave_fastest_slack` longer: jobs that gain little from the fastest machines leave them
-   to the jobs that gain most (heterogeneity-aware allocation).
+   already planned are weighed. A plan seen in the run for a job of the same sizes (running,
+   or asked for) whose machines are free for as long as the job needs is taken without
+   planning when it is as fast as the job's plan on every usable machine no faster than the
+   fastest one free then (a bound the planner does not beat on fewer machines, like the whole
+   fleet's plan); starts and slower kinds that bound rules out are not planned at all.
+   Its machines are then committed from its start until it finishes. A job without a length
+   (``iterations`` unknown) starts as soon as it fits. The job's finish is ``start + overhead +
+   remaining × iteration_s``. The job then leaves the fastest kind of machine of that option
+   when a plan without it, at the same start, takes at most `leave_fastest_slack` longer: jobs
+   that gain little from the fastest machines leave them to the jobs that gain most
+   (heterogeneity-aware allocation).
 3. **Orders tried**: shortest remaining work first (work = iterations × the job's seconds per
    iteration on the whole free fleet), arrival order and, when a job has a deadline, earliest
    deadline first, each within
@@ -32,7 +37,11 @@ remaining iterations) and the waiting ones. Times are seconds from now. `schedul
    (idle, or about to start a waiting job, which is then scheduled again); or a running job
    with more work left than some waiting job needs (the most work left first, up to
    `preempt_candidates` tried) stops and waits in line like any other job, so that shorter
-   work runs on its machines first (shortest remaining work first, as far as it pays). A
+   work runs on its machines first (shortest remaining work first, as far as it pays). A job
+   needing several machines is rarely helped by one stop, so for each of the
+   `preempt_candidates` waiting jobs with the least work, the running jobs on the machines of
+   its whole-fleet plan, all with more work left, are also tried stopped together (a group
+   stop counts each job it stops against `max_moves_per_run`). A
    stopped job keeps its checkpoint where it ran: when it starts again it pays `move_cost`
    from there (the restart only, on the same machines). A move is weighed in the waiting-job
    order the schedule without it kept.
@@ -49,7 +58,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from hulk.cost import Cost, Fleet, Plan, lower_bound
-from hulk.jobs import Job
+from hulk.jobs import Job, job_sizes
 from hulk.settings import SchedulerSettings
 
 PlanFn = Callable[[Job, np.ndarray], tuple[Plan | None, Cost]]
@@ -214,11 +223,33 @@ class _Planner:
     method, when it has one) are always answered. Deterministic: the questions come in a fixed
     order."""
 
-    def __init__(self, plan_fn: PlanFn, budget: int) -> None:
+    def __init__(self, plan_fn: PlanFn, budget: int, speed: np.ndarray) -> None:
         self.plan_fn = plan_fn
+        self.speed = speed  # the fleet's FLOP/s per machine
         self.budget = budget
         self.cache: dict[tuple[str, bytes], tuple[Plan | None, Cost]] = {}
         self.made = 0
+        # Per job size, the feasible plans seen in this run (asked for, or running): a plan
+        # depends on the job's sizes and its machines only, so any of them serves a job of
+        # that size whose machines are free (`fitting`).
+        self.seen: dict[str, dict[bytes, tuple[Plan, Cost]]] = {}
+
+    def learn(self, job: Job, plan: Plan | None, cost: Cost) -> None:
+        """Remember a feasible plan for the jobs of `job`'s sizes."""
+        if plan is None or not cost.feasible:
+            return
+        nodes = np.sort(np.asarray(plan.nodes, np.int64)).tobytes()
+        plans = self.seen.setdefault(job_sizes(job), {})
+        if nodes not in plans or cost.iteration_s < plans[nodes][1].iteration_s:
+            plans[nodes] = (plan, cost)
+
+    def fitting(self, job: Job, fits: Callable[[Plan, Cost], bool]) -> tuple[Plan, Cost] | None:
+        """The fastest plan seen for `job`'s sizes that `fits` (ties: the first seen)."""
+        best: tuple[Plan, Cost] | None = None
+        for plan, cost in self.seen.get(job_sizes(job), {}).values():
+            if (best is None or cost.iteration_s < best[1].iteration_s) and fits(plan, cost):
+                best = (plan, cost)
+        return best
 
     def __call__(
         self, job: Job, nodes: np.ndarray, optional: bool = False
@@ -232,6 +263,7 @@ class _Planner:
                 return None
             self.made += not known
             self.cache[key] = self.plan_fn(job, nodes)
+            self.learn(job, *self.cache[key])
         return self.cache[key]
 
     def whole(self, job: Job, usable: np.ndarray) -> tuple[Plan | None, Cost]:
@@ -239,6 +271,15 @@ class _Planner:
         found = self(job, np.flatnonzero(usable))
         assert found is not None
         return found
+
+    def kind_bound(self, job: Job, machines: np.ndarray) -> float | None:
+        """Seconds per iteration of the job's plan on every usable machine up to some speed
+        (`machines`, a mask): a bound on its plans on some of them. A handful of sets per job
+        size, remembered from run to run; None past the planning budget."""
+        if not machines.any():
+            return math.inf
+        found = self(job, np.flatnonzero(machines), optional=True)
+        return None if found is None else found[1].iteration_s
 
 
 def schedule(
@@ -255,7 +296,7 @@ def schedule(
     `start_now` fixes the plans of some waiting jobs, which then start now (the placement
     strategy's plans for the jobs the scheduler starts together: `hulk.stages.scheduling`).
     """
-    planner = _Planner(plan_fn, settings.max_plans_per_run)
+    planner = _Planner(plan_fn, settings.max_plans_per_run, fleet.compute_flops)
     fixed = start_now or {}
     if fixed:
         starting = []
@@ -290,6 +331,7 @@ def schedule(
     kept: list[Running] = []
     displaced: list[Waiting] = []
     for job in running:
+        planner.learn(job.job, job.plan, job.cost)
         lost = job.lost_nodes or tuple(n for n in job.nodes if not usable[n])
         if lost or not job.cost.feasible:
             displaced.append(Waiting(job.job, job.remaining, job.submitted_s, previous=job))
@@ -300,13 +342,14 @@ def schedule(
     best = _best_order(fleet, usable, kept, displaced, pending, settings, planner, deadlines)
     moves = 0
     while moves < settings.max_moves_per_run:
+        room = settings.max_moves_per_run - moves
         moved = _best_move(
-            fleet, usable, best, kept, displaced, pending, settings, planner, deadlines
+            fleet, usable, best, kept, displaced, pending, settings, planner, deadlines, room
         )
         if moved is None:
             break
+        moves += len(moved[0].moves) - len(best.moves)  # a group stop moves several jobs
         best, kept, pending = moved
-        moves += 1
     return best
 
 
@@ -474,32 +517,7 @@ def _place_one(
     times = timeline.ends()
     times = times[times < ideal_at][: settings.start_candidates]
     candidates = sorted({0.0, *times.tolist(), *([ideal_at] if math.isfinite(ideal_at) else [])})
-    best: tuple[tuple[float, float, float], float, np.ndarray, Plan | None, Cost, float] | None
-    best = None
-    seen: set[bytes] = set()
-    for start in candidates:
-        if best is not None and start >= best[0][0]:
-            break  # starting later cannot finish earlier
-        avail = np.flatnonzero(timeline.free_at(start))
-        if not len(avail) or avail.tobytes() in seen:
-            continue
-        seen.add(avail.tobytes())
-        if best is not None and job.remaining is not None:
-            # The plan on every usable machine bounds a plan on some of them (the planner's
-            # search is a heuristic, so this is the bound it would reach), and so does
-            # work / Σ FLOP/s of the machines free then.
-            floor = start + job.remaining * max(
-                ideal.iteration_s, lower_bound(job.job, fleet, avail)
-            )
-            if floor >= best[0][0]:
-                continue
-        option = _option_at(job, start, avail, timeline, planner, ideal_plan, ideal, length)
-        if option is None:
-            continue
-        plan, cost, nodes, overhead, finish = option
-        key = (finish, start, cost.iteration_s)
-        if best is None or key < best[0]:
-            best = (key, start, nodes, plan, cost, overhead)
+    best = _weigh_starts(fleet, job, candidates, timeline, planner, ideal_plan, ideal, length)
     action = RESTART if job.resumes_from is not None else START
     if best is None:
         if not ideal.feasible:
@@ -549,6 +567,53 @@ def _place_one(
     )
 
 
+_Choice = tuple[tuple[float, float, float], float, np.ndarray, Plan | None, Cost, float]
+# ((finish, start, seconds per iteration), start, machines, plan, cost, overhead)
+
+
+def _weigh_starts(
+    fleet: Fleet,
+    job: Waiting,
+    candidates: Sequence[float],
+    timeline: _Timeline,
+    planner: _Planner,
+    ideal_plan: Plan | None,
+    ideal: Cost,
+    length: Callable[[Plan | None, Cost, Sequence[int]], tuple[float, float]],
+) -> _Choice | None:
+    """The earliest-finishing option over the candidate starts (None: nothing fits)."""
+    best: _Choice | None = None
+    seen: set[bytes] = set()
+    for start in candidates:
+        if best is not None and start >= best[0][0]:
+            break  # starting later cannot finish earlier
+        avail = np.flatnonzero(timeline.free_at(start))
+        if not len(avail) or avail.tobytes() in seen:
+            continue
+        seen.add(avail.tobytes())
+        if best is not None and job.remaining is not None:
+            # The plan on every usable machine bounds a plan on some of them (the planner's
+            # search is a heuristic, so this is the bound it would reach), and so do the plan
+            # on every usable machine no faster than the fastest free then, and work / Σ FLOP/s
+            # of the machines free then.
+            kinds = timeline.usable & (fleet.compute_flops <= fleet.compute_flops[avail].max())
+            floor = start + job.remaining * max(
+                ideal.iteration_s,
+                planner.kind_bound(job.job, kinds) or 0.0,
+                lower_bound(job.job, fleet, avail),
+            )
+            if floor >= best[0][0]:
+                continue
+        option = _option_at(job, start, avail, timeline, planner, ideal_plan, ideal, length)
+        if option is None:
+            continue
+        plan, cost, nodes, overhead, finish = option
+        key = (finish, start, cost.iteration_s)
+        if best is None or key < best[0]:
+            best = (key, start, nodes, plan, cost, overhead)
+    return best
+
+
 _Option = tuple[
     Plan | None, Cost, np.ndarray, float, float
 ]  # plan, cost, machines, overhead, finish
@@ -573,8 +638,17 @@ def _leave_fastest(
         return chosen
     speed = fleet.compute_flops
     avail = np.flatnonzero(timeline.free_at(start))
-    lesser = avail[speed[avail] < float(speed[nodes].max())]
+    slower = speed < float(speed[nodes].max())
+    lesser = avail[slower[avail]]
     if not len(lesser):
+        return chosen
+    # The job's plan on every usable machine of the slower kinds (the same set run after run:
+    # remembered) bounds a plan on the slower machines free at `start`, as the whole fleet's
+    # plan bounds the others: when even it is too slow, no new plan is needed.
+    bound = planner.kind_bound(job.job, timeline.usable & slower)
+    if bound is None or job.remaining * bound > (1 + settings.leave_fastest_slack) * (
+        finish - start
+    ):
         return chosen
     option = _option_at(job, start, lesser, timeline, planner, None, Cost.infeasible(""), length)
     if option is None or option[4] - start > (1 + settings.leave_fastest_slack) * (finish - start):
@@ -599,6 +673,44 @@ def _option_at(
         overhead, seconds = length(ideal_plan, ideal, nodes)
         if not timeline.clashes(nodes, start, start + seconds):
             return ideal_plan, ideal, np.asarray(nodes, np.int64), overhead, start + seconds
+    free = np.zeros(len(timeline.usable), bool)
+    free[avail] = True
+
+    def fits(plan: Plan, cost: Cost) -> bool:
+        nodes = list(plan.nodes)
+        seconds = length(plan, cost, nodes)[1]
+        return bool(free[nodes].all()) and not timeline.clashes(nodes, start, start + seconds)
+
+    # A plan seen in this run for a job of the same sizes, on machines free for as long as it
+    # needs (another job's plan on the machines it leaves, say): when it is as fast as the plan
+    # on every machine no faster than the fastest free one, planning anew cannot beat it.
+    seen = planner.fitting(job.job, fits)
+    seen_option: _Option | None = None
+    if seen is not None:
+        plan, cost = seen
+        nodes = list(plan.nodes)
+        overhead, seconds = length(plan, cost, nodes)
+        seen_option = plan, cost, np.asarray(nodes, np.int64), overhead, start + seconds
+        kinds = timeline.usable & (planner.speed <= planner.speed[avail].max())
+        bound = planner.kind_bound(job.job, kinds)
+        if bound is not None and cost.iteration_s <= max(ideal.iteration_s, bound):
+            return seen_option
+    planned = _planned_at(job, start, avail, timeline, planner, length)
+    if seen_option is None or (planned is not None and planned[4] < seen_option[4]):
+        return planned
+    return seen_option
+
+
+def _planned_at(
+    job: Waiting,
+    start: float,
+    avail: np.ndarray,
+    timeline: _Timeline,
+    planner: _Planner,
+    length: Callable[[Plan | None, Cost, Sequence[int]], tuple[float, float]],
+) -> _Option | None:
+    """The planner's plan for the job on the machines `avail` free at `start` (planned again
+    without the machines it would hold into a later commitment), or None."""
     pool = avail
     for _ in range(2):  # a plan that runs into a later commitment is planned again without it
         found = planner(job.job, pool, optional=True)
@@ -629,10 +741,11 @@ def _best_move(
     settings: SchedulerSettings,
     planner: _Planner,
     deadlines: dict[str, float],
+    room: int,
 ) -> tuple[Schedule, list[Running], list[Waiting]] | None:
-    """The move of one running job that improves the schedule most, when that beats
-    `move_gain` (module docstring, step 4): (schedule, running jobs, waiting jobs) after it, or
-    None."""
+    """The move of one running job (or the stop of up to `room` of them) that improves the
+    schedule most, when that beats `move_gain` (module docstring, step 4): (schedule, running
+    jobs, waiting jobs) after it, or None."""
     if current.mean_completion_s is None:
         return None
     limit = current.mean_completion_s * (1 - settings.move_gain)
@@ -640,7 +753,7 @@ def _best_move(
         fleet, usable, current, kept, displaced, waiting, settings, planner, deadlines, limit
     )
     stop = _best_stop(
-        fleet, usable, current, kept, displaced, waiting, settings, planner, deadlines, limit
+        fleet, usable, current, kept, displaced, waiting, settings, planner, deadlines, limit, room
     )
     if stop is not None and (best is None or stop[0].score() < best[0].score()):
         return stop
@@ -721,37 +834,63 @@ def _best_stop(
     planner: _Planner,
     deadlines: dict[str, float],
     limit: float,
+    room: int,
 ) -> tuple[Schedule, list[Running], list[Waiting]] | None:
-    """The running job whose stop (it waits in line again and resumes from its checkpoint)
-    improves the schedule most, past `limit`. Tried: the running jobs with more work left than
-    some waiting job needs on the whole fleet, the most work left first, up to
-    `preempt_candidates` of them."""
+    """The stop of running jobs (they wait in line again and resume from their checkpoint)
+    that improves the schedule most, past `limit`. Tried: the running jobs with more work left
+    than some waiting job needs on the whole fleet, the most work left first, up to
+    `preempt_candidates` of them, one at a time; and, for each of the `preempt_candidates`
+    waiting jobs with the least work, all the running jobs on the machines of its plan on the
+    whole fleet together (at most `room` of them, each with more work left than it needs): a
+    short job that needs several machines gets them first (shortest work first)."""
     line = [*displaced, *waiting]
     if not line or not settings.preempt_candidates:
         return None
-    shortest = min(_work_s(w.remaining, planner.whole(w.job, usable)[1]) for w in line)
-    candidates = sorted(
-        (
-            run
-            for run in kept
-            if run.remaining is not None
+    work = {w.job.name: _work_s(w.remaining, planner.whole(w.job, usable)[1]) for w in line}
+    shortest = min(work.values())
+
+    def stoppable(run: Running, than: float) -> bool:
+        return (
+            run.remaining is not None
             and run.ready_s == 0
             and run.action == KEEP
-            and _work_s(run.remaining, run.cost) > shortest
-        ),
+            and _work_s(run.remaining, run.cost) > than
+        )
+
+    singles = sorted(
+        (run for run in kept if stoppable(run, shortest)),
         key=lambda run: (-_work_s(run.remaining, run.cost), run.job.name),
     )[: settings.preempt_candidates]
+    candidates: list[tuple[Running, ...]] = [(run,) for run in singles]
+    for w in sorted(line, key=lambda w: (work[w.job.name], w.job.name))[
+        : settings.preempt_candidates
+    ]:
+        plan = planner.whole(w.job, usable)[0]
+        if plan is None or not math.isfinite(work[w.job.name]):
+            continue
+        wanted = set(plan.nodes)
+        holders = tuple(run for run in kept if wanted & set(run.nodes))
+        if (
+            1 < len(holders) <= room
+            and all(stoppable(run, work[w.job.name]) for run in holders)
+            and holders not in candidates
+        ):
+            candidates.append(holders)
     best: tuple[Schedule, list[Running], list[Waiting]] | None = None
-    for run in candidates:
-        others = [r for r in kept if r is not run]
-        stopped = [*waiting, Waiting(run.job, run.remaining, run.submitted_s, checkpoint=run)]
+    for group in candidates:
+        others = [r for r in kept if all(r is not run for run in group)]
+        stopped = [
+            *waiting,
+            *(Waiting(run.job, run.remaining, run.submitted_s, checkpoint=run) for run in group),
+        ]
         trial = _best_order(
             fleet, usable, others, displaced, stopped, settings, planner, deadlines, current.order
         )
+        decisions = trial.decisions
+        for run in group:
+            decisions = [_stopped(d, run, current, trial) for d in decisions]
         trial = replace(
-            trial,
-            decisions=[_stopped(d, run, current, trial) for d in trial.decisions],
-            moves=[*current.moves, run.job.name],
+            trial, decisions=decisions, moves=[*current.moves, *(run.job.name for run in group)]
         )
         if _accepts(trial, current, limit) and (best is None or trial.score() < best[0].score()):
             best = (trial, others, stopped)

@@ -208,7 +208,7 @@ class SchedulerSettings(Section):
     start_candidates: Annotated[int, Field(ge=1)] = 8
     # Plans made anew per run beyond each job's plan on the whole fleet (plans remembered from
     # earlier runs are free): bounds a run's time on long queues.
-    max_plans_per_run: Annotated[int, Field(ge=0)] = 20
+    max_plans_per_run: Annotated[int, Field(ge=0)] = 8
     # A running job is moved only when the schedule's mean completion time drops by more than
     # this share (the move's cost is already in it); at most this many moves per run.
     move_gain: Annotated[float, Field(ge=0)] = 0.01

@@ -319,3 +319,75 @@ def test_a_running_job_moves_onto_a_fast_machine_a_waiting_job_would_take() -> N
     assert moved.action == MOVE and moved.nodes == (0,)
     assert named(found, "BERT-short").start_s is not None
     assert 0 not in named(found, "BERT-short").nodes or named(found, "BERT-short").start_s > 0
+
+
+def counting(fleet: Fleet, calls: list[frozenset[int]]):
+    settings = PlannerSettings()
+
+    def plan(job: Job, nodes: np.ndarray):
+        calls.append(frozenset(int(n) for n in nodes))
+        return plan_job(job, fleet, nodes, settings)
+
+    return plan
+
+
+def two_fast_two_slow() -> Fleet:
+    """Machines 0 and 1 compute 100× faster than machines 2 and 3; fast links."""
+    links = {(i, j): (1e-3, 1.25e9) for i in range(4) for j in range(i + 1, 4)}
+    return fleet_of([1e15, 1e15, 1e13, 1e13], [320.0] * 4, links)
+
+
+def test_a_plan_of_a_job_of_the_same_sizes_is_reused_on_the_machines_it_leaves() -> None:
+    fleet = two_fast_two_slow()
+    long = running_on(fleet, BERT, [0], remaining=100_000)
+    soon = running_on(fleet, Job(**{**BERT.__dict__, "name": "BERT-soon"}), [1], remaining=10)
+    assert long.nodes == (0,) and soon.nodes == (1,)
+    after = Job(**{**BERT.__dict__, "name": "BERT-after"})
+    calls: list[frozenset[int]] = []
+    settings = SchedulerSettings(max_moves_per_run=0)
+    found = schedule(
+        fleet, [long, soon], [Waiting(after, 1_000, 0.0)], settings, counting(fleet, calls)
+    )
+    waits = named(found, "BERT-after")
+    # It waits for the fast machine BERT-soon leaves and runs there as BERT-soon did: the plan
+    # of the same sizes on that machine is known, and no plan on the machines free then can be
+    # faster (the plan on every machine is as fast), so none is made.
+    assert waits.action == WAIT and waits.nodes == (1,)
+    assert waits.start_s == pytest.approx(named(found, "BERT-soon").finish_s)
+    assert frozenset({1, 2, 3}) not in calls
+    assert waits.cost is not None and waits.cost.iteration_s == pytest.approx(soon.cost.iteration_s)
+
+
+def test_no_plan_on_slower_machines_is_made_when_their_kind_is_far_too_slow() -> None:
+    fleet = two_fast_two_slow()
+    busy = running_on(fleet, BERT, [2], remaining=100_000)
+    job = Job(**{**BERT.__dict__, "name": "BERT-new"})
+    calls: list[frozenset[int]] = []
+    found = schedule(fleet, [busy], [Waiting(job, 1_000, 0.0)], SETTINGS, counting(fleet, calls))
+    started = named(found, "BERT-new")
+    assert started.action == START and set(started.nodes) <= {0, 1}
+    # Leaving the fast machines is weighed on every slow machine (a set the next runs ask
+    # again): 100× slower, so the slow machines free now ({3}) are never planned on.
+    assert frozenset({2, 3}) in calls and frozenset({3}) not in calls
+
+
+def test_a_short_job_that_needs_several_machines_stops_the_long_jobs_on_them() -> None:
+    fleet = fleet_of([1e15, 1e15], [320.0, 320.0], {(0, 1): (1e-3, 1.25e9)})
+    wide = Job("wide", 30.0, 48, 7168, 2048, 512, 1)  # its memory needs both machines
+    first = running_on(fleet, BERT, [0], remaining=10_000_000)
+    second = running_on(fleet, Job(**{**BERT.__dict__, "name": "BERT-b"}), [1], 10_000_000)
+    line = [Waiting(wide, 100, 0.0)]
+    found = schedule(fleet, [first, second], line, SETTINGS, planner(fleet))
+    # Stopping one long job alone frees nothing the wide job can use; stopping both lets it run
+    # now, and the long ones resume after it from their checkpoints.
+    assert sorted(found.moves) == sorted([BERT.name, "BERT-b"])
+    runs = named(found, "wide")
+    assert runs.action == START and set(runs.nodes) == {0, 1} and runs.start_s == 0.0
+    for name in (BERT.name, "BERT-b"):
+        assert named(found, name).action == WAIT
+        assert named(found, name).start_s == pytest.approx(runs.finish_s)
+    # A stop counts each job it stops against max_moves_per_run.
+    one = schedule(
+        fleet, [first, second], line, SchedulerSettings(max_moves_per_run=1), planner(fleet)
+    )
+    assert one.moves == [] and named(one, "wide").action == WAIT
