@@ -3,6 +3,9 @@ PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The tests run in one worker process per core (pytest-xdist); a test module stays on one worker,
+# so its module-scoped fixtures (a trained model, a nightly run) are built once.
+PARALLEL := -n auto --dist loadscope
 
 .PHONY: main test test-fast lint
 
@@ -23,14 +26,14 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(PARALLEL)
 
 ## test-fast: lint, the type check and the tests not marked slow (no flows, DVC or process pools)
 test-fast: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q $(PARALLEL) -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check --fix .

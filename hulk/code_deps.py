@@ -50,11 +50,12 @@ def _import_nodes(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
     return found
 
 
-def direct_imports(module: str, root: Path = ROOT, package: str = PACKAGE) -> set[str]:
+@cache  # every step's walk (`module_files`) passes through mostly the same modules
+def direct_imports(module: str, root: Path = ROOT, package: str = PACKAGE) -> frozenset[str]:
     """The modules of `package` that `module`'s source imports (without following them)."""
     path = module_path(module, root)
     if path is None:
-        return set()
+        return frozenset()
     is_package = path.name == "__init__.py"
     parts = module.split(".")
     found: set[str] = set()
@@ -73,7 +74,7 @@ def direct_imports(module: str, root: Path = ROOT, package: str = PACKAGE) -> se
         for name in names:
             if (name == package or name.startswith(package + ".")) and module_path(name, root):
                 found.add(name)
-    return found
+    return frozenset(found)
 
 
 def _with_packages(module: str) -> list[str]:

@@ -17,12 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from flows.assign import PUBLISHED, _finish, complete_last_publication, log_to_mlflow
 from hulk import registry, steps
 from hulk.settings import load_settings
 from hulk.steps import placements_markdown
 from tests.faults.conftest import invoke
 
+# Prefect (flows.*) is imported in the tests, not here: `make test-fast` collects this module
+# only to deselect it, and each test worker would pay for the import.
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,6 +50,9 @@ def _alive(pid: int) -> bool:
 def test_kill_9_of_a_run_stops_its_temporary_prefect_server(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env["PREFECT_HOME"] = str(tmp_path / "prefect")
+    # A new database is migrated first: on a busy machine (tests in parallel) that can take
+    # longer than Prefect's default 20 s wait for a temporary server.
+    env["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "120"
     run = subprocess.Popen(
         [sys.executable, "-c", SERVER],
         cwd=REPO,
@@ -101,6 +105,8 @@ def _mlflow_runs(settings, run_id: str) -> list:
 
 
 def test_a_publication_cut_short_is_completed_by_the_next_run(folder: Path) -> None:
+    from flows.assign import PUBLISHED, _finish, complete_last_publication, log_to_mlflow
+
     settings = load_settings(folder)
     placements = settings.assign.placements_dir
     # A whole publication: file, MLflow run, plot, record (what the assign flow does).

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from flows._common import dask_runner
-from flows.nightly import teacher_labels, validate
 from hulk import schemas, steps
 from hulk.settings import load_settings
 from tests.flows.conftest import tiny_params, write_params
 
+# Prefect (flows.*) is imported in the tests, not here: `make test-fast` collects this module
+# only to deselect it, and each test worker would pay for the import.
 pytestmark = pytest.mark.slow  # `make test-fast` leaves these out
 
 DASK = str(Path(sys.executable).with_name("dask"))
@@ -115,6 +115,9 @@ def _corpus_files(path: Path) -> dict[str, bytes]:
 def test_validation_and_corpus_on_a_hand_started_cluster_match_one_process(
     cluster: str, tmp_path: Path
 ) -> None:
+    from flows._common import dask_runner
+    from flows.nightly import teacher_labels, validate
+
     params = write_params(
         tmp_path / "params.yaml", tiny_params(tmp_path, flows={"dask_address": cluster})
     )

@@ -9,13 +9,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from flows.assign import ARTIFACT_KEY, assign_flow
-from flows.nightly import nightly
 from hulk import registry, steps
 from hulk.settings import load_settings
 from hulk.stages.generate import append_day
 from tests.flows.conftest import tiny_params, write_params
 
+# Prefect (flows.*) is imported in the tests, not here: `make test-fast` collects this module
+# only to deselect it, and each test worker would pay for the import.
 pytestmark = pytest.mark.slow  # `make test-fast` leaves these out
 
 STEPS = ("validate", "ingest", "graph", "corpus", "prior", "labels", "train", "assign", "evaluate")
@@ -24,6 +24,8 @@ STEPS = ("validate", "ingest", "graph", "corpus", "prior", "labels", "train", "a
 @pytest.fixture(scope="module")
 def first_run(prefect_server: str, tmp_path_factory: pytest.TempPathFactory) -> dict:
     """Generate a tiny fleet and run the nightly flow once; every test here starts from it."""
+    from flows.nightly import nightly
+
     root = tmp_path_factory.mktemp("nightly")
     params = write_params(root / "params.yaml", tiny_params(root))
     settings = load_settings(params)
@@ -53,6 +55,8 @@ def _assignment_runs(settings) -> list:
 
 
 def test_nightly_runs_every_step_and_publishes(first_run: dict) -> None:
+    from flows.assign import ARTIFACT_KEY
+
     state, settings = first_run["state"], first_run["settings"]
     assert state.is_completed(), state.message
     done = state.result()
@@ -118,6 +122,8 @@ def test_nightly_runs_every_step_and_publishes(first_run: dict) -> None:
 
 
 def test_assign_flow_publishes_again_with_artifacts(first_run: dict) -> None:
+    from flows.assign import assign_flow
+
     settings = first_run["settings"]
     before = json.loads((settings.data_dir / "placements" / "latest.json").read_text())
     result = assign_flow(params=str(first_run["params"]))
@@ -144,6 +150,8 @@ def test_assign_flow_publishes_again_with_artifacts(first_run: dict) -> None:
 
 
 def test_a_second_night_labels_only_the_new_samples(first_run: dict) -> None:
+    from flows.nightly import nightly
+
     settings = first_run["settings"]
     before = json.loads((settings.data_dir / "labels" / "samples.json").read_text())
     append_day(settings.data_dir, settings)
@@ -172,6 +180,8 @@ def test_a_second_night_labels_only_the_new_samples(first_run: dict) -> None:
 
 
 def test_nightly_on_an_imported_folder_skips_validation_and_ingest(first_run: dict) -> None:
+    from flows.nightly import nightly
+
     settings = first_run["settings"]
     imported = first_run["params"].parent / "imported"
     imported.mkdir()
@@ -194,6 +204,8 @@ def test_nightly_on_an_imported_folder_skips_validation_and_ingest(first_run: di
 def test_nightly_on_a_folder_without_logs_or_links_names_both(
     first_run: dict, tmp_path: Path
 ) -> None:
+    from flows.nightly import nightly
+
     params = tiny_params(tmp_path)
     path = write_params(tmp_path / "params.yaml", params)
     (tmp_path / "data").mkdir()
@@ -203,6 +215,8 @@ def test_nightly_on_a_folder_without_logs_or_links_names_both(
 
 
 def test_broken_partition_fails_nightly_before_anything_is_published(first_run: dict) -> None:
+    from flows.nightly import nightly
+
     settings = first_run["settings"]
     data = settings.data_dir
     latest_path = data / "placements" / "latest.json"

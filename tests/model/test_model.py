@@ -383,6 +383,7 @@ def test_pruned_model_hears_only_the_nearest_links() -> None:
     torch.testing.assert_close(predict_proba(everything, sample), predict_proba(full, sample))
 
 
+@pytest.mark.slow  # a fresh interpreter: PyG generates its code once per process
 def test_building_a_model_leaves_no_generated_code_in_the_temp_folder(tmp_path) -> None:
     """PyG writes each layer class's generated `propagate` to the temp folder and keeps it;
     a process that builds and runs both kinds of model must leave that folder empty."""

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from mlflow import MlflowClient
 from typer.testing import CliRunner
 
 from hulk.cli import app
@@ -16,6 +15,8 @@ from hulk.registry import tracking_uri
 from hulk.settings import load_settings
 from tests.flows.conftest import tiny_params
 
+# MLflow is imported in the tests, not here: `make test-fast` collects this module
+# only to deselect it, and each test worker would pay for the import.
 pytestmark = pytest.mark.slow  # `make test-fast` leaves these out
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,6 +28,8 @@ def invoke(*args: object):
 
 
 def test_train_registers_a_champion_that_assign_then_uses(tmp_path: Path) -> None:
+    from mlflow import MlflowClient
+
     data = tmp_path / "data"
     params = tmp_path / "params.yaml"
     tiny = tiny_params(tmp_path, corpus={"max_machines": 40, "max_evaluations": 300})
