@@ -74,8 +74,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.cluster.hierarchy import fcluster, linkage
-from scipy.spatial.distance import squareform
 
 from hulk.cost import (
     GRADIENT_BYTES_PER_PARAM,
@@ -91,12 +89,11 @@ from hulk.cost import (
 )
 from hulk.jobs import FLOPS_PER_PARAM_TOKEN, GB, Job
 from hulk.settings import PlannerSettings
-from hulk.site_links import SiteMatrix
+from hulk.site_links import SiteMatrix, complete_linkage
 from hulk.tours import open_path
 
 __all__ = ["layer_capacity", "layer_split", "plan_job", "site_labels"]
 
-_UNREACHABLE_MS = 1e7  # stands in for an infinite latency when clustering
 # A window grown from a seed ends where the next machine is this much farther (ratio and at
 # least this many seconds): the edge of a city or region.
 _JUMP_RATIO, _JUMP_S = 1.5, 0.5e-3
@@ -170,15 +167,7 @@ def site_labels(fleet: Fleet, latency_ms: float) -> np.ndarray:
         elif fleet.sites is not None:  # site model: the sites' latency, sites² not machines²
             labels = fleet.sites.cluster(key)
         else:
-            dist = np.minimum(np.asarray(fleet.latency_s) * 1000.0, _UNREACHABLE_MS)
-            dist = np.maximum(dist, dist.T)
-            np.fill_diagonal(dist, 0.0)
-            tree = linkage(squareform(dist, checks=False), method="complete")
-            raw = fcluster(tree, t=key, criterion="distance")
-            _, first = np.unique(raw, return_index=True)
-            rank = np.empty(raw.max() + 1, np.int64)
-            rank[raw[np.sort(first)]] = np.arange(len(first))
-            labels = rank[raw]
+            labels = complete_linkage(np.asarray(fleet.latency_s), key)
         per_fleet[key] = labels
     return per_fleet[key]
 

@@ -58,7 +58,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import shortest_path
 from scipy.spatial.distance import squareform
 
-__all__ = ["SiteLinks", "SiteMatrix", "build_site_links", "inventory_sites"]
+__all__ = ["SiteLinks", "SiteMatrix", "build_site_links", "complete_linkage", "inventory_sites"]
 
 _UNREACHABLE_MS = 1e7  # stands in for an infinite latency when clustering (as hulk.planner)
 # A site pair with at least this share of its machine pairs measured talks directly (medians);
@@ -383,7 +383,14 @@ class SiteLinks:
         """Complete-linkage clusters of the sites' latency with diameter `latency_ms`, per
         machine, numbered in order of their smallest machine index (`hulk.planner.site_labels`
         on the site tables: machines of one site stay together; exceptions are not consulted).
-        """
+        A store that fits one block (`whole`) clusters its machines as the dense model does:
+        complete linkage is the largest latency between two clusters, which a site figure
+        understates wherever some of its machine pairs are slower (on the 10-site fleet of
+        1,000 machines it joined two sites the dense model keeps apart, and the planner's
+        site windows went elsewhere)."""
+        whole = self.whole()
+        if whole is not None:
+            return complete_linkage(whole["latency"], latency_ms)
         present = np.unique(self.site)
         if len(present) <= 1:
             return np.zeros(self.n, np.int64)
@@ -678,6 +685,21 @@ class SiteMatrix:
 
     def __repr__(self) -> str:
         return f"SiteMatrix({self.table}, {self.links.n} machines, {self.links.k} sites)"
+
+
+def complete_linkage(latency_s: np.ndarray, latency_ms: float) -> np.ndarray:
+    """Complete-linkage clusters of the machines' latency matrix (seconds) with diameter
+    `latency_ms`, numbered 0.. in order of their smallest machine index (`hulk.planner`'s
+    sites of a dense fleet)."""
+    dist = np.minimum(np.asarray(latency_s) * 1000.0, _UNREACHABLE_MS)
+    dist = np.maximum(dist, dist.T)
+    np.fill_diagonal(dist, 0.0)
+    tree = linkage(squareform(dist, checks=False), method="complete")
+    raw = fcluster(tree, t=float(latency_ms), criterion="distance")
+    _, first = np.unique(raw, return_index=True)
+    rank = np.empty(raw.max() + 1, np.int64)
+    rank[raw[np.sort(first)]] = np.arange(len(first))
+    return rank[raw]
 
 
 def bottleneck_tree(weight: np.ndarray) -> float:
