@@ -175,7 +175,7 @@ class Fleet:
             latency_ms / 1000.0,
             gbps * 1e9 / 8,
             sites=sites,
-            exception_ratio=cost.exception_ratio if cost is not None else 1.25,
+            exception_ratio=cost.exception_ratio if cost is not None else 1.01,
         )
 
     @classmethod
@@ -190,7 +190,7 @@ class Fleet:
         link_latency_s: np.ndarray,
         link_bandwidth_Bps: np.ndarray,
         sites: np.ndarray | None = None,
-        exception_ratio: float = 1.25,
+        exception_ratio: float = 1.01,
     ) -> Fleet:
         """Build a fleet from per-machine arrays and links given as fleet-index pairs.
 

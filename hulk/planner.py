@@ -58,7 +58,9 @@ programme for the best hops between sites); or change D by one.
 
 On a site-model fleet (`hulk.site_links`) a group of up to `_GROUP_DENSE_MAX` machines is
 planned on its own dense matrices, read once (`_group_fleet`; docs/design.md#site-model): the
-same search as on a dense fleet, on the pairs the site model gives those machines.
+same search as on a dense fleet, on the pairs the site model gives those machines. A fleet
+that fits one block (`SiteLinks.whole`) is planned on the dense fleet of that block, built
+once (`_whole_fleet`): no group is gathered per call.
 
 Deterministic: no randomness; ties go to the lower machine index. Cost: about 5–20 ms for a
 20-machine set of the paper's fleet, tens of milliseconds for sets of hundreds of machines.
@@ -74,8 +76,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.cluster.hierarchy import fcluster, linkage
-from scipy.spatial.distance import squareform
 
 from hulk.cost import (
     GRADIENT_BYTES_PER_PARAM,
@@ -91,12 +91,11 @@ from hulk.cost import (
 )
 from hulk.jobs import FLOPS_PER_PARAM_TOKEN, GB, Job
 from hulk.settings import PlannerSettings
-from hulk.site_links import SiteMatrix
+from hulk.site_links import SiteMatrix, complete_linkage
 from hulk.tours import open_path
 
 __all__ = ["layer_capacity", "layer_split", "plan_job", "site_labels"]
 
-_UNREACHABLE_MS = 1e7  # stands in for an infinite latency when clustering
 # A window grown from a seed ends where the next machine is this much farther (ratio and at
 # least this many seconds): the edge of a city or region.
 _JUMP_RATIO, _JUMP_S = 1.5, 0.5e-3
@@ -105,6 +104,7 @@ _BOTTLENECK_POWER = 16  # path objective Σ (c / c_max)^16: mostly the slowest b
 # matrices (`_group_fleet`): 3 × 1024² entries, 17 MB, gathered in tens of milliseconds.
 _GROUP_DENSE_MAX = 1024
 _SITES: weakref.WeakKeyDictionary[Fleet, dict[float, np.ndarray]] = weakref.WeakKeyDictionary()
+_WHOLE: weakref.WeakKeyDictionary[Fleet, Fleet] = weakref.WeakKeyDictionary()
 
 
 # --- reusable helpers -------------------------------------------------------------------------
@@ -170,15 +170,7 @@ def site_labels(fleet: Fleet, latency_ms: float) -> np.ndarray:
         elif fleet.sites is not None:  # site model: the sites' latency, sites² not machines²
             labels = fleet.sites.cluster(key)
         else:
-            dist = np.minimum(np.asarray(fleet.latency_s) * 1000.0, _UNREACHABLE_MS)
-            dist = np.maximum(dist, dist.T)
-            np.fill_diagonal(dist, 0.0)
-            tree = linkage(squareform(dist, checks=False), method="complete")
-            raw = fcluster(tree, t=key, criterion="distance")
-            _, first = np.unique(raw, return_index=True)
-            rank = np.empty(raw.max() + 1, np.int64)
-            rank[raw[np.sort(first)]] = np.arange(len(first))
-            labels = rank[raw]
+            labels = complete_linkage(np.asarray(fleet.latency_s), key)
         per_fleet[key] = labels
     return per_fleet[key]
 
@@ -875,18 +867,24 @@ def plan_job(
     (``job.min_memory_bytes``, in whole layers) within one group of mutually reachable
     machines. Inactive (drained) machines of `nodes` are never used. Deterministic.
     """
-    group = _group_fleet(fleet, nodes, settings)
-    if group is not None:  # plan on the group's own matrices, judge on the fleet
-        local, idx = group
-        plan, cost = plan_job(job, local, np.arange(local.n), settings)
+    twin = _whole_fleet(fleet)
+    group = _group_fleet(fleet, nodes, settings) if twin is None else None
+    if twin is not None or group is not None:  # plan on dense matrices, judge on the fleet
+        if twin is not None:
+            plan, cost = plan_job(job, twin, nodes, settings)
+        else:
+            assert group is not None
+            local, idx = group
+            plan, cost = plan_job(job, local, np.arange(local.n), settings)
+            if plan is not None:
+                plan = Plan(
+                    tuple(
+                        tuple(Stage(int(idx[s.node]), s.layer_start, s.layer_end) for s in replica)
+                        for replica in plan.replicas
+                    )
+                )
         if plan is None:
             return None, cost
-        plan = Plan(
-            tuple(
-                tuple(Stage(int(idx[s.node]), s.layer_start, s.layer_end) for s in replica)
-                for replica in plan.replicas
-            )
-        )
         # The group's matrices hold the fleet's values for its pairs, in the same order, so
         # the group's judgement is the fleet's to the bit — unless a gradient ring is long
         # enough for the fleet to order it per site.
@@ -903,6 +901,30 @@ def plan_job(
         if found.layout is not None and found.seconds < best.seconds:
             best = found
     return _result(ctx, best)
+
+
+def _whole_fleet(fleet: Fleet) -> Fleet | None:
+    """On a site-model fleet that fits one block (`hulk.site_links.SiteLinks.whole`), the
+    dense fleet of that block, built once: every job is planned on it exactly as on a dense
+    fleet, with no group to gather per call. None otherwise."""
+    if fleet.sites is None:
+        return None
+    twin = _WHOLE.get(fleet)
+    if twin is None:
+        whole = fleet.sites.whole()
+        if whole is None:
+            return None
+        twin = _WHOLE[fleet] = Fleet(
+            node_ids=fleet.node_ids,
+            compute_flops=fleet.compute_flops,
+            memory_bytes=fleet.memory_bytes,
+            active=fleet.active,
+            latency_s=whole["latency"],
+            bandwidth_Bps=whole["bandwidth"],
+            relayed=whole["relayed"],
+            component=fleet.component,
+        )
+    return twin
 
 
 def _group_fleet(

@@ -185,9 +185,11 @@ class CostSettings(Section):
     dense_max_machines: PositiveInt = 2000
     # Site model: a measured machine pair whose latency or bandwidth differs from its site
     # pair's figure by more than this factor (either way) keeps its own figures. Pipelines
-    # are bound by their slowest link: 2.0 cost 1.5x makespan at 1,000 machines, 1.25 nothing
-    # (bench/README.md).
-    exception_ratio: Annotated[float, Field(gt=1)] = 1.25
+    # are bound by their slowest link: 2.0 cost 1.5x makespan at 1,000 machines; at 1.25 pairs
+    # a fifth apart read alike and the teacher's search went elsewhere (up to 1.08x); at 1.01
+    # the 1,000-machine plans are the dense model's (bench/README.md). Exceptions grow with
+    # the measured pairs only: nearly all of them are kept at that ratio.
+    exception_ratio: Annotated[float, Field(gt=1)] = 1.01
 
     def use_sites(self, machines: int) -> bool:
         """Whether a fleet of `machines` machines is built on the site model."""

@@ -15,6 +15,14 @@ instead (docs/design.md#site-model):
   measured pair, and any path over the sites graph may be faster (lowest latency, summed;
   bandwidth the narrowest link or hop on it) — shortest paths over sites², not machines². A
   site whose machines measured no pair among themselves relays through its nearest site;
+* *gateways*: those site figures count each end's hop at its site's median, but a machine pair
+  that relays counts its own. Per site pair the store keeps where its machines leave (the
+  machine of each site on the link the relay starts or ends with) and the relay's figures
+  between the gateways; a machine pair reads its two hops to the gateways as its own pairs
+  (exceptions included) and adds them. Over one link between two sites each pair takes the
+  fastest, with its hops, of the site pair's `_GATEWAYS` fastest measured pairs, as the dense
+  model's shortest paths do; a longer relay over sites goes through its first and last links'
+  fastest pairs. O(sites² × gateways), and every relayed pair reads machine-level hops;
 * a measured machine pair whose latency or bandwidth differs from its site pair's figure by
   more than `exception_ratio` (either way) is an *exception*: it keeps its own figures (a
   direct link, like every measured pair of the dense model). Pipelines are bound by their
@@ -29,7 +37,11 @@ clustering into sites, nearest machines, spanning-tree bounds, group-to-group li
 site-level method here, O(sites²) or O(machines × sites) instead of O(machines²).
 
 On a fleet that is exactly site-uniform (for every pair of sites, all of its machine pairs
-measured at one figure, or none of them) every lookup equals the dense model's.
+measured at one figure, or none of them) every lookup equals the dense model's. With every
+measured pair its own figure (an exception ratio of about 1) the site model differs from the
+dense model only where a dense relay detours through a third site (or through a peer inside a
+site) for some machine pairs and not for their site pair as a whole: there it reads a longer
+relay than the dense model.
 """
 
 from __future__ import annotations
@@ -46,12 +58,23 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import shortest_path
 from scipy.spatial.distance import squareform
 
-__all__ = ["SiteLinks", "SiteMatrix", "build_site_links", "inventory_sites"]
+__all__ = ["SiteLinks", "SiteMatrix", "build_site_links", "complete_linkage", "inventory_sites"]
 
 _UNREACHABLE_MS = 1e7  # stands in for an infinite latency when clustering (as hulk.planner)
 # A site pair with at least this share of its machine pairs measured talks directly (medians);
 # below it most of its machine pairs relay in the dense model, and so they do here.
 _COVERED = 0.5
+# `SiteLinks.gate` entries that name no machine: no hop at that end (the relay's first link is
+# a covered one, which reaches any machine at its median), or the site's median hop (the
+# gateway was left out of a subset).
+_NO_HOP, _MEDIAN_HOP = -1, -2
+# A relay over one link between two sites may cross at any of this many of their fastest
+# measured pairs: each machine pair takes the one its own hops make fastest (as the dense
+# model's shortest paths do).
+_GATEWAYS = 4
+# A store of at most this many machines reads every pair from one dense block of the whole
+# fleet, built once (3 × 1024² entries, 17 MB): lookups cost what the dense model's do.
+WHOLE_BLOCK_MAX = 1024
 
 
 def inventory_sites(city: pd.Series, country: pd.Series) -> np.ndarray:
@@ -78,6 +101,16 @@ class SiteLinks:
     exception_latency: np.ndarray  # (e,) α of each key
     exception_bandwidth: np.ndarray  # (e,) β of each key
     measured: np.ndarray  # sorted int64 i·n + j (i < j): the machine pairs with a measurement
+    # Relays through gateways (module docstring): per site pair (A, B) and route c the machine
+    # of A where A's machines leave for B (_NO_HOP: none, a covered first link; _MEDIAN_HOP:
+    # the gateway is not among the store's machines, its site's median hop stands in), and the
+    # route's latency and narrowest bandwidth without the two hops at its ends (inf latency:
+    # no such route).
+    gate: np.ndarray  # (k, k, routes) int64
+    core_latency: np.ndarray  # (k, k, routes)
+    core_bandwidth: np.ndarray  # (k, k, routes)
+    hop_latency: np.ndarray  # (k,) a site's median hop to its gateway
+    hop_bandwidth: np.ndarray  # (k,)
 
     @property
     def n(self) -> int:
@@ -114,13 +147,78 @@ class SiteLinks:
         """Exception key → position, for single-pair lookups."""
         return {int(key): position for position, key in enumerate(self.exception_keys.tolist())}
 
+    @cached_property
+    def gated(self) -> np.ndarray:
+        """(k, k) bool: site pairs whose machine pairs relay through a gateway at either end."""
+        first = self.gate[:, :, 0]
+        return (first != _NO_HOP) | (first.T != _NO_HOP)
+
+    @cached_property
+    def _any_gated(self) -> bool:
+        return bool(self.gated.any())
+
+    def _hops(
+        self,
+        machines: np.ndarray,
+        sites: np.ndarray,
+        others: np.ndarray,
+        route: int,
+        widths: bool = True,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(latency, bandwidth) of the hop of each of `machines` (in `sites`) to its site's
+        gateway of `route` towards `others`: the pair's own figures (exceptions included; none
+        from the gateway itself), nothing without a gateway, the site's median hop when the
+        gateway is not in the store. Without `widths` the bandwidths are left at inf."""
+        gate = self.gate[sites, others, route]
+        latency, bandwidth = np.zeros(len(machines)), np.full(len(machines), np.inf)
+        known = gate >= 0
+        if known.any():
+            latency[known] = self.gather("latency", machines[known], gate[known])
+            if widths:
+                bandwidth[known] = self.gather("bandwidth", machines[known], gate[known])
+        median = gate == _MEDIAN_HOP
+        if median.any():
+            latency[median] = self.hop_latency[sites[median]]
+            bandwidth[median] = self.hop_bandwidth[sites[median]]
+        return latency, bandwidth
+
+    def _relay(
+        self, table: str, a: np.ndarray, b: np.ndarray, sa: np.ndarray, sb: np.ndarray
+    ) -> np.ndarray:
+        """Latency or bandwidth of relayed machine pairs (a, b) of gated site pairs: over the
+        route whose latency is lowest with the pair's own hops to its gateways (the first
+        such route on ties; the same arithmetic as `block`, so both give the same bits)."""
+        best_lat = np.full(len(a), np.inf)
+        best_bw = np.zeros(len(a))
+        for route in range(self.gate.shape[2]):
+            core = self.core_latency[sa, sb, route]
+            some = np.flatnonzero(np.isfinite(core))
+            if not len(some):
+                continue
+            widths = table != "latency"
+            lat_a, bw_a = self._hops(a[some], sa[some], sb[some], route, widths)
+            lat_b, bw_b = self._hops(b[some], sb[some], sa[some], route, widths)
+            lat = (core[some] + lat_a) + lat_b
+            better = lat < best_lat[some]
+            won = some[better]
+            best_lat[won] = lat[better]
+            width = np.minimum(
+                np.minimum(self.core_bandwidth[sa[won], sb[won], route], bw_a[better]), bw_b[better]
+            )
+            best_bw[won] = width
+        return best_lat if table == "latency" else best_bw
+
     def gather(self, table: str, a: Any, b: Any) -> Any:
         """`table` ('latency' | 'bandwidth' | 'relayed') for machine pairs (a, b): integer
         indices in 0..n−1 that broadcast against each other. The hot path of every consumer
         reading pairs: no copies or checks beyond numpy's own (an index ≥ n raises)."""
+        whole = self._whole
+        if whole is not None:
+            return whole[table][a, b]
         values, diagonal, exceptional = self._tables[table]
         a, b = np.asarray(a), np.asarray(b)
-        out = values[self.site[a], self.site[b]]
+        sa, sb = self.site[a], self.site[b]
+        out = values[sa, sb]
         if out.ndim == 0:  # one pair
             i, j = int(a), int(b)
             if i == j:
@@ -128,7 +226,19 @@ class SiteLinks:
             position = (
                 self._exception_index.get(i * self.n + j) if self.exception_keys.size else None
             )
-            return out if position is None else exceptional[position]
+            if position is not None:
+                return exceptional[position]
+            if table != "relayed" and self.gated[sa, sb]:
+                return self._relay(table, a.reshape(1), b.reshape(1), sa.reshape(1), sb.reshape(1))[
+                    0
+                ]
+            return out
+        if table != "relayed" and self._any_gated:
+            through = self.gated[sa, sb]
+            if through.any():
+                a_all, b_all = np.broadcast_arrays(a, b)
+                pa, pb = a_all[through], b_all[through]
+                out[through] = self._relay(table, pa, pb, self.site[pa], self.site[pb])
         same = a == b
         if same.any():
             out[same] = diagonal
@@ -151,17 +261,46 @@ class SiteLinks:
         and every group block filters them)."""
         return np.divmod(self.exception_keys, self.n) if self.n else (self.exception_keys,) * 2
 
+    @property
+    def _whole(self) -> dict[str, np.ndarray] | None:
+        """The whole fleet's block (`WHOLE_BLOCK_MAX`), by table, once it is built."""
+        return self.__dict__.get("_whole_block")
+
+    def whole(self) -> dict[str, np.ndarray] | None:
+        """The whole fleet's (latency, bandwidth, relayed) block by table, built on first use,
+        for a store of at most `WHOLE_BLOCK_MAX` machines (None above): every lookup then
+        reads it, as the dense model reads its matrices, with the same values as the site
+        tables give."""
+        if self.n > WHOLE_BLOCK_MAX:
+            return None
+        built = self._whole
+        if built is None:
+            latency, bandwidth, relayed = self._block(np.arange(self.n))
+            built = {"latency": latency, "bandwidth": bandwidth, "relayed": relayed}
+            self.__dict__["_whole_block"] = built
+        return built
+
     def block(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(latency, bandwidth, relayed) among the machines `nodes` (distinct, in the given
         order) as dense (m, m) matrices: ``gather`` of every pair, in O(m² + exceptions)
         rather than a search in the exceptions per pair. The keys are sorted by their first
         machine, so each machine's exceptions are one run of them: O(m² + m log e + the
-        machines' own exceptions), whatever the fleet's size."""
+        machines' own exceptions), whatever the fleet's size. A store that fits one block
+        (`whole`) slices it."""
         nodes = np.asarray(nodes, np.int64)
+        whole = self.whole()
+        if whole is not None:
+            grid = np.ix_(nodes, nodes)
+            return whole["latency"][grid], whole["bandwidth"][grid], whole["relayed"][grid]
+        return self._block(nodes)
+
+    def _block(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         sites = self.site[nodes]
         grid = np.ix_(sites, sites)
         latency, bandwidth = self.latency[grid], self.bandwidth[grid]
         relayed = self.relayed[grid]
+        if self._any_gated:
+            self._block_relays(nodes, sites, latency, bandwidth)
         diagonal = np.diag_indices(len(nodes))
         latency[diagonal], bandwidth[diagonal], relayed[diagonal] = 0.0, np.inf, False
         keys = self.exception_keys
@@ -182,7 +321,50 @@ class SiteLinks:
             relayed[a, b] = False
         return latency, bandwidth, relayed
 
+    def _block_relays(
+        self, nodes: np.ndarray, sites: np.ndarray, latency: np.ndarray, bandwidth: np.ndarray
+    ) -> None:
+        """Lay the gateway relays of a block's machine pairs over its site figures, in place:
+        each machine's hops towards each site of the block once per route (O(m × sites of the
+        block × routes)), then every gated pair from those hops (`_relay`'s arithmetic)."""
+        present, at = np.unique(sites, return_inverse=True)
+        gated = self.gated[np.ix_(present, present)]
+        if not gated.any():
+            return
+        rows = np.repeat(np.arange(len(nodes)), len(present))
+        towards = np.tile(present, len(nodes))
+        shape = (len(nodes), len(present))
+        i, j = np.nonzero(gated[np.ix_(at, at)])
+        si, sj, ai, aj = sites[i], sites[j], at[i], at[j]
+        best_lat = np.full(len(i), np.inf)
+        best_bw = np.zeros(len(i))
+        for route in range(self.gate.shape[2]):
+            core = self.core_latency[si, sj, route]
+            if not np.isfinite(core).any():
+                continue
+            hop_lat, hop_bw = self._hops(nodes[rows], sites[rows], towards, route)
+            hop_lat, hop_bw = hop_lat.reshape(shape), hop_bw.reshape(shape)
+            lat = (core + hop_lat[i, aj]) + hop_lat[j, ai]
+            better = lat < best_lat
+            best_lat[better] = lat[better]
+            width = np.minimum(
+                np.minimum(self.core_bandwidth[si, sj, route], hop_bw[i, aj]), hop_bw[j, ai]
+            )
+            best_bw[better] = width[better]
+        latency[i, j] = best_lat
+        bandwidth[i, j] = best_bw
+
     # -- whole-fleet questions, answered per site --
+
+    @cached_property
+    def _bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """(lowest α, highest β) any machine pair of each site pair can have (exceptions
+        aside): the site figures, and for relays through gateways their routes without the
+        hops (a machine at its gateway hops nowhere). For bounds that must hold per pair."""
+        gated = self.gated
+        lowest = np.where(gated, self.core_latency.min(axis=2), self.latency)
+        widest = np.where(gated, self.core_bandwidth.max(axis=2), self.bandwidth)
+        return lowest, widest
 
     def extremes(self) -> tuple[float, float]:
         """(lowest α, highest β) over the pairs of distinct machines (`Fleet.link_extremes`)."""
@@ -201,7 +383,14 @@ class SiteLinks:
         """Complete-linkage clusters of the sites' latency with diameter `latency_ms`, per
         machine, numbered in order of their smallest machine index (`hulk.planner.site_labels`
         on the site tables: machines of one site stay together; exceptions are not consulted).
-        """
+        A store that fits one block (`whole`) clusters its machines as the dense model does:
+        complete linkage is the largest latency between two clusters, which a site figure
+        understates wherever some of its machine pairs are slower (on the 10-site fleet of
+        1,000 machines it joined two sites the dense model keeps apart, and the planner's
+        site windows went elsewhere)."""
+        whole = self.whole()
+        if whole is not None:
+            return complete_linkage(whole["latency"], latency_ms)
         present = np.unique(self.site)
         if len(present) <= 1:
             return np.zeros(self.n, np.int64)
@@ -227,8 +416,9 @@ class SiteLinks:
         labels = np.asarray(labels, np.int64)
         combo, counts = np.unique(self.site[nodes] * k + labels, return_counts=True)
         sites, groups = np.divmod(combo, k)
-        lat = self.latency[np.ix_(sites, sites)].copy()
-        bw = self.bandwidth[np.ix_(sites, sites)].copy()
+        lowest, widest = self._bounds
+        lat = lowest[np.ix_(sites, sites)].copy()
+        bw = widest[np.ix_(sites, sites)].copy()
         single = counts < 2  # one machine of a site in a group: no distinct pair inside it
         lat[np.diag_indices_from(lat)] = np.where(single, np.inf, np.diag(lat))
         bw[np.diag_indices_from(bw)] = np.where(single, 0.0, np.diag(bw))
@@ -259,8 +449,9 @@ class SiteLinks:
         pair."""
         nodes = np.asarray(nodes, np.int64)
         present, counts = np.unique(self.site[nodes], return_counts=True)
-        lat = self.latency[np.ix_(present, present)].copy()
-        bw = self.bandwidth[np.ix_(present, present)].copy()
+        lowest, widest = self._bounds
+        lat = lowest[np.ix_(present, present)].copy()
+        bw = widest[np.ix_(present, present)].copy()
         lat[np.diag_indices_from(lat)] = np.where(counts >= 2, np.diag(lat), np.inf)
         bw[np.diag_indices_from(bw)] = np.where(counts >= 2, np.diag(bw), 0.0)
         if len(self.exception_keys):
@@ -286,6 +477,10 @@ class SiteLinks:
         included), other sites at their site figures (their machines in index order): per
         site, O(Σ site² + sites × count), not pool²."""
         pool = np.asarray(pool, np.int64)
+        whole = self.whole()
+        if whole is not None:  # the dense model's rows (ties by index; the machine itself first)
+            rows = whole["latency"][np.ix_(pool, pool)]
+            return np.argsort(rows, axis=1, kind="stable")[:, 1 : count + 1]
         sites = self.site[pool]
         present, members_of = np.unique(sites, return_inverse=True)
         counts = np.bincount(members_of, minlength=len(present))
@@ -346,6 +541,9 @@ class SiteLinks:
         """Per machine of `targets`, the lowest latency from a machine of `sources` (none of
         the targets is a source): per source site, not per source machine."""
         sources, targets = np.asarray(sources, np.int64), np.asarray(targets, np.int64)
+        whole = self.whole()
+        if whole is not None:
+            return whole["latency"][np.ix_(sources, targets)].min(axis=0)
         rows = self.latency[np.ix_(np.unique(self.site[sources]), self.site[targets])]
         best = rows.min(axis=0)
         if len(self.exception_keys):
@@ -395,6 +593,20 @@ class SiteLinks:
             exception_latency=lat,
             exception_bandwidth=bw,
             measured=measured,
+            # Gateways left out of the subset: their site's median hop stands in.
+            gate=np.where(
+                self.gate >= 0,
+                np.where(
+                    new_index[np.maximum(self.gate, 0)] >= 0,
+                    new_index[np.maximum(self.gate, 0)],
+                    _MEDIAN_HOP,
+                ),
+                self.gate,
+            ),
+            core_latency=self.core_latency,
+            core_bandwidth=self.core_bandwidth,
+            hop_latency=self.hop_latency,
+            hop_bandwidth=self.hop_bandwidth,
         )
 
     def digest(self) -> bytes:
@@ -407,6 +619,9 @@ class SiteLinks:
             self.exception_keys,
             self.exception_latency,
             self.exception_bandwidth,
+            self.gate,
+            self.core_latency,
+            self.core_bandwidth,
         ):
             h.update(np.ascontiguousarray(array).tobytes())
         return h.digest()
@@ -472,6 +687,21 @@ class SiteMatrix:
         return f"SiteMatrix({self.table}, {self.links.n} machines, {self.links.k} sites)"
 
 
+def complete_linkage(latency_s: np.ndarray, latency_ms: float) -> np.ndarray:
+    """Complete-linkage clusters of the machines' latency matrix (seconds) with diameter
+    `latency_ms`, numbered 0.. in order of their smallest machine index (`hulk.planner`'s
+    sites of a dense fleet)."""
+    dist = np.minimum(np.asarray(latency_s) * 1000.0, _UNREACHABLE_MS)
+    dist = np.maximum(dist, dist.T)
+    np.fill_diagonal(dist, 0.0)
+    tree = linkage(squareform(dist, checks=False), method="complete")
+    raw = fcluster(tree, t=float(latency_ms), criterion="distance")
+    _, first = np.unique(raw, return_index=True)
+    rank = np.empty(raw.max() + 1, np.int64)
+    rank[raw[np.sort(first)]] = np.arange(len(first))
+    return rank[raw]
+
+
 def bottleneck_tree(weight: np.ndarray) -> float:
     """The longest edge of a minimum spanning tree of symmetric `weight` (Prim, O(d²))."""
     d = len(weight)
@@ -517,7 +747,9 @@ def build_site_links(
 
     sa, sb = site[a], site[b]
     lo, hi = np.minimum(sa, sb), np.maximum(sa, sb)
-    frame = pd.DataFrame({"pair": lo * k + hi, "lat": latency_s, "bw": bandwidth_Bps})
+    frame = pd.DataFrame(
+        {"pair": lo * k + hi, "lat": latency_s, "bw": bandwidth_Bps, "a": a, "b": b}
+    )
     groups = frame.groupby("pair", sort=True)
     medians = groups[["lat", "bw"]].median()
     best = frame.loc[groups["lat"].idxmin().to_numpy()]  # each site pair's fastest measured pair
@@ -531,21 +763,44 @@ def build_site_links(
         out[p_lo, p_hi] = out[p_hi, p_lo] = values
         return out
 
-    latency, bandwidth, relayed, component = _site_figures(
+    # Each site pair's `_GATEWAYS` fastest measured pairs (route c: the c-th fastest): their
+    # ends ([s, t, c] is the one in site s), latency and bandwidth.
+    fastest = frame.sort_values(["pair", "lat"], kind="stable")
+    rank = fastest.groupby("pair", sort=False).cumcount().to_numpy()
+    fastest = fastest[rank < _GATEWAYS]
+    rank = rank[rank < _GATEWAYS]
+    route_lo, route_hi = np.divmod(fastest["pair"].to_numpy(np.int64), max(k, 1))
+    end_a, end_b = fastest["a"].to_numpy(np.int64), fastest["b"].to_numpy(np.int64)
+    lo_end = np.where(site[end_a] == route_lo, end_a, end_b)
+    routes = _Routes(
+        ends=np.full((k, k, _GATEWAYS), _NO_HOP, np.int64),
+        latency=np.full((k, k, _GATEWAYS), np.inf),
+        bandwidth=np.zeros((k, k, _GATEWAYS)),
+    )
+    routes.ends[route_lo, route_hi, rank] = lo_end
+    routes.ends[route_hi, route_lo, rank] = np.where(lo_end == end_a, end_b, end_a)
+    for figure, column in ((routes.latency, "lat"), (routes.bandwidth, "bw")):
+        figure[route_lo, route_hi, rank] = figure[route_hi, route_lo, rank] = fastest[column]
+
+    figures = _site_figures(
         table(medians["lat"].to_numpy(), np.inf),
         table(medians["bw"].to_numpy(), 0.0),
         table(best["lat"].to_numpy(), np.inf),
         table(best["bw"].to_numpy(), 0.0),
         table(counts / np.maximum(possible, 1), 0.0) >= _COVERED,
         size,
+        routes,
     )
+    latency, bandwidth = figures.latency, figures.bandwidth
 
-    # Exceptions: measured pairs far from their site pair's figure keep their own.
+    # Exceptions: measured pairs far from their site pair's figure keep their own, and so do
+    # all measured pairs of gated site pairs (direct links among relays: a handful each).
     figure_lat, figure_bw = latency[sa, sb], bandwidth[sa, sb]
     with np.errstate(divide="ignore", invalid="ignore"):
         off_lat = np.maximum(latency_s / figure_lat, figure_lat / latency_s)
         off_bw = np.maximum(bandwidth_Bps / figure_bw, figure_bw / bandwidth_Bps)
-    odd = ~((off_lat <= exception_ratio) & (off_bw <= exception_ratio))
+    gated = (figures.gate[:, :, 0] != _NO_HOP) | (figures.gate[:, :, 0].T != _NO_HOP)
+    odd = ~((off_lat <= exception_ratio) & (off_bw <= exception_ratio)) | gated[sa, sb]
     ea, eb = a[odd], b[odd]
     keys = np.concatenate([ea * n + eb, eb * n + ea])
     order = np.argsort(keys)
@@ -553,13 +808,42 @@ def build_site_links(
         site=site,
         latency=latency,
         bandwidth=bandwidth,
-        relayed=relayed,
-        component=component,
+        relayed=figures.relayed,
+        component=figures.component,
         exception_keys=keys[order],
         exception_latency=np.concatenate([latency_s[odd]] * 2)[order],
         exception_bandwidth=np.concatenate([bandwidth_Bps[odd]] * 2)[order],
         measured=np.sort(a * n + b),
+        gate=figures.gate,
+        core_latency=figures.core_latency,
+        core_bandwidth=figures.core_bandwidth,
+        hop_latency=figures.hop_latency,
+        hop_bandwidth=figures.hop_bandwidth,
     )
+
+
+@dataclass(frozen=True)
+class _Routes:
+    """Per site pair (s, t) its fastest measured pairs, fastest first (inf latency: none)."""
+
+    ends: np.ndarray  # (k, k, routes) the pair's machine in site s
+    latency: np.ndarray  # (k, k, routes)
+    bandwidth: np.ndarray  # (k, k, routes)
+
+
+@dataclass(frozen=True)
+class _Figures:
+    """`_site_figures`' tables (the `SiteLinks` fields of the same names)."""
+
+    latency: np.ndarray
+    bandwidth: np.ndarray
+    relayed: np.ndarray
+    component: np.ndarray
+    gate: np.ndarray
+    core_latency: np.ndarray
+    core_bandwidth: np.ndarray
+    hop_latency: np.ndarray
+    hop_bandwidth: np.ndarray
 
 
 def _site_figures(
@@ -569,7 +853,8 @@ def _site_figures(
     best_bw: np.ndarray,
     covered: np.ndarray,
     size: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    routes: _Routes,
+) -> _Figures:
     """Effective site tables, as the dense model would see most machine pairs of each site pair.
 
     A *covered* site pair (at least half of its machine pairs measured) talks directly: its
@@ -577,7 +862,11 @@ def _site_figures(
     or through the nearest site when none of their pairs is measured. Between uncovered sites
     most machine pairs relay: to reach the site pair's fastest measured pair each end hops
     inside its site, and any path over the sites graph may be faster (lowest latency; its
-    bandwidth the narrowest link or hop on it), computed over sites² only.
+    bandwidth the narrowest link or hop on it), computed over sites² only. The site figures
+    count each end's hop at its site's median; the gateway tables let a machine pair count its
+    own hops instead (`SiteLinks.gate`): on a relay over one link between two sites, to any of
+    the site pair's fastest measured pairs (`routes`); on a longer one, to its first and last
+    links' fastest pairs.
     """
     k = len(size)
     diag = np.arange(k)
@@ -603,10 +892,34 @@ def _site_figures(
     bandwidth = np.where(covered, direct_bw, 0.0)
     relayed = ~covered
     todo_src, todo_dst = np.nonzero(np.triu(~covered & reach, k=1))
-    narrowest = _path_narrowest(pred, direct_bw, todo_src, todo_dst)
+    first, last, narrowest, inner = _path_narrowest(
+        pred, direct_bw, todo_src, todo_dst, covered, best_bw, hop_bw
+    )
     bandwidth[todo_src, todo_dst] = bandwidth[todo_dst, todo_src] = narrowest
     latency[~reach] = np.inf
     bandwidth[~reach] = 0.0
+
+    # Gateways: where a relay's first (last) link is a relayed one, its end site's machines hop
+    # to that link's fastest measured pair; the relay between the gateways is the rest.
+    count = routes.ends.shape[2]
+    gate = np.full((k, k, count), _NO_HOP, np.int64)
+    core_lat = np.full((k, k, count), np.inf)
+    core_bw = np.zeros((k, k, count))
+    core_lat[:, :, 0], core_bw[:, :, 0] = latency, bandwidth
+    out_of_src = ~covered[todo_src, first] & np.isfinite(hop_lat[todo_src])
+    into_dst = ~covered[last, todo_dst] & np.isfinite(hop_lat[todo_dst])
+    gate[todo_src, todo_dst, 0] = np.where(out_of_src, routes.ends[todo_src, first, 0], _NO_HOP)
+    gate[todo_dst, todo_src, 0] = np.where(into_dst, routes.ends[todo_dst, last, 0], _NO_HOP)
+    core = dist[todo_src, todo_dst] - np.where(out_of_src, hop_lat[todo_src], 0.0)
+    core -= np.where(into_dst, hop_lat[todo_dst], 0.0)
+    core_lat[todo_src, todo_dst, 0] = core_lat[todo_dst, todo_src, 0] = np.maximum(core, 0.0)
+    core_bw[todo_src, todo_dst, 0] = core_bw[todo_dst, todo_src, 0] = inner
+    # One link between the two sites: every one of their fastest measured pairs is a route.
+    one = (first == todo_dst) & out_of_src & into_dst
+    s1, d1 = todo_src[one], todo_dst[one]
+    gate[s1, d1], gate[d1, s1] = routes.ends[s1, d1], routes.ends[d1, s1]
+    core_lat[s1, d1] = core_lat[d1, s1] = routes.latency[s1, d1]
+    core_bw[s1, d1] = core_bw[d1, s1] = routes.bandwidth[s1, d1]
 
     latency[diag, diag] = inner_lat
     bandwidth[diag, diag] = inner_bw
@@ -617,21 +930,49 @@ def _site_figures(
         if np.isfinite(away).any():  # no pair inside measured: out to the nearest site and back
             t = int(np.argmin(away))
             latency[s, s], bandwidth[s, s] = 2 * away[t], bandwidth[s, t]
-    return latency, bandwidth, relayed, component.astype(np.int64)
+    core_lat[diag, diag, 0], core_bw[diag, diag, 0] = latency[diag, diag], bandwidth[diag, diag]
+    return _Figures(
+        latency=latency,
+        bandwidth=bandwidth,
+        relayed=relayed,
+        component=component.astype(np.int64),
+        gate=gate,
+        core_latency=core_lat,
+        core_bandwidth=core_bw,
+        hop_latency=hop_lat,
+        hop_bandwidth=hop_bw,
+    )
 
 
 def _path_narrowest(
-    pred: np.ndarray, width: np.ndarray, src: np.ndarray, dst: np.ndarray
-) -> np.ndarray:
-    """Smallest `width` on the predecessor-tree path src → dst, all pairs at once (one
-    vectorised step per hop of the longest path)."""
+    pred: np.ndarray,
+    width: np.ndarray,
+    src: np.ndarray,
+    dst: np.ndarray,
+    covered: np.ndarray,
+    best_bw: np.ndarray,
+    hop_bw: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per predecessor-tree path src → dst, all pairs at once (one vectorised step per hop of
+    the longest path): the site after src, the site before dst, the smallest `width` on the
+    path, and the smallest width without the hops at its two ends (a relayed link's width
+    less its end sites' hops: `best_bw` and the hops of the sites inside the path)."""
     result = np.full(len(src), np.inf)
+    inner = np.full(len(src), np.inf)
+    first = dst.copy()
+    last = pred[src, dst] if len(src) else dst.copy()
     pending = np.arange(len(src))
-    cur, start = dst.copy(), src.copy()
+    cur, start, end = dst.copy(), src.copy(), dst.copy()
     while len(pending):
         prev = pred[start, cur]
         result[pending] = np.minimum(result[pending], width[prev, cur])
+        core = np.where(covered[prev, cur], width[prev, cur], best_bw[prev, cur])
+        relayed_link = ~covered[prev, cur]
+        core = np.where(relayed_link & (prev != start), np.minimum(core, hop_bw[prev]), core)
+        core = np.where(relayed_link & (cur != end), np.minimum(core, hop_bw[cur]), core)
+        inner[pending] = np.minimum(inner[pending], core)
+        first[pending] = cur
         cur = prev
         more = cur != start
-        pending, cur, start = pending[more], cur[more], start[more]
-    return result
+        pending, cur, start, end = pending[more], cur[more], start[more], end[more]
+    return first, last, result, inner

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from hulk import site_links
 from hulk.cost import (
     Fleet,
     allreduce_group_bound,
@@ -121,7 +122,16 @@ def test_a_machine_pair_far_from_its_site_pair_is_kept_as_an_exception() -> None
     lat[near] *= 1.2  # within the ratio: the site pair's median stands
     n = len(site)
     fleet = Fleet.from_arrays(
-        np.arange(n), np.ones(n), np.ones(n), np.ones(n, bool), i, j, lat, bw, sites=site
+        np.arange(n),
+        np.ones(n),
+        np.ones(n),
+        np.ones(n, bool),
+        i,
+        j,
+        lat,
+        bw,
+        sites=site,
+        exception_ratio=1.25,
     )
     assert fleet.sites is not None and fleet.sites.exceptions == 1
     assert fleet.latency_s[1, 6] == fleet.latency_s[6, 1] == pytest.approx(10 * figure)
@@ -134,7 +144,8 @@ def test_a_machine_pair_far_from_its_site_pair_is_kept_as_an_exception() -> None
     assert fleet.subset([1, 5, 7]).sites.exceptions == 0  # type: ignore[union-attr]
 
 
-def test_a_block_of_machines_reads_as_their_gathered_pairs() -> None:
+def test_a_block_of_machines_reads_as_their_gathered_pairs(monkeypatch) -> None:
+    monkeypatch.setattr(site_links, "WHOLE_BLOCK_MAX", 0)  # the per-site lookups, not one block
     # Off their site figures by up to ±40 %: many pairs are exceptions, some relayed pairs.
     site, i, j, lat, bw = uniform_links([6, 5, 7, 4], seed=8, missing=((0, 3),))
     rng = np.random.default_rng(3)
@@ -151,6 +162,90 @@ def test_a_block_of_machines_reads_as_their_gathered_pairs() -> None:
     np.testing.assert_array_equal(bandwidth, fleet.bandwidth_Bps[grid])
     np.testing.assert_array_equal(relayed, fleet.relayed[grid])
     assert relayed.any() and np.isinf(np.diag(bandwidth)).all()
+
+
+def probed_links(sizes: list[int], pairs_between: int, seed: int) -> tuple[np.ndarray, ...]:
+    """(site per machine, link ends i, j, latency, bandwidth): every pair inside a site measured
+    (0.45–0.55 ms: no detour inside a site is faster), `pairs_between` measured pairs per pair
+    of sites (20–80 ms): most machine pairs between sites relay, never through a third site."""
+    rng = np.random.default_rng(seed)
+    site = np.repeat(np.arange(len(sizes)), sizes)
+    i, j = np.triu_indices(len(site), 1)
+    inside = site[i] == site[j]
+    ends = [(i[inside], j[inside])]
+    for s in range(len(sizes)):
+        for t in range(s + 1, len(sizes)):
+            a = rng.choice(np.flatnonzero(site == s), pairs_between)
+            b = rng.choice(np.flatnonzero(site == t), pairs_between)
+            ends.append((a, b))
+    i = np.concatenate([e[0] for e in ends])
+    j = np.concatenate([e[1] for e in ends])
+    near = site[i] == site[j]
+    lat = np.where(near, rng.uniform(0.45e-3, 0.55e-3, len(i)), rng.uniform(20e-3, 80e-3, len(i)))
+    bw = np.where(near, rng.uniform(5e9, 12e9, len(i)), rng.uniform(0.2e9, 1e9, len(i))) / 8
+    return site, i, j, lat, bw
+
+
+def test_relays_between_sites_count_each_machines_own_hop_to_its_gateway(monkeypatch) -> None:
+    monkeypatch.setattr(site_links, "WHOLE_BLOCK_MAX", 0)  # the per-site lookups, not one block
+    # Three measured pairs per pair of sites: each machine pair relays over the one its own
+    # hops inside its two sites make fastest, as in the dense model (every measured pair is
+    # kept as it is at this ratio, so the hops are the machines' own).
+    site, i, j, lat, bw = probed_links([6, 5, 7, 4], pairs_between=3, seed=4)
+    n = len(site)
+    args = (np.arange(n), np.ones(n), np.ones(n), np.ones(n, bool), i, j, lat, bw)
+    dense = Fleet.from_arrays(*args)
+    sites = Fleet.from_arrays(*args, sites=site, exception_ratio=1.0001)
+    assert sites.sites is not None and sites.sites.gated.sum() == 12
+    np.testing.assert_allclose(np.asarray(sites.latency_s), dense.latency_s, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(sites.bandwidth_Bps), dense.bandwidth_Bps)
+    np.testing.assert_array_equal(np.asarray(sites.relayed), dense.relayed)
+    # A loose ratio reads most hops as their site's median: relays stay close, and a block of
+    # machines still reads exactly as their gathered pairs.
+    approx = Fleet.from_arrays(*args, sites=site, exception_ratio=1.25)
+    assert approx.sites is not None
+    relayed = dense.relayed
+    ratio = np.asarray(approx.latency_s)[relayed] / dense.latency_s[relayed]
+    assert ratio.min() > 1 - 0.05 and ratio.max() < 1 + 0.05
+    nodes = np.array([20, 3, 11, 0, 17, 8, 5, 14, 21])
+    latency, bandwidth, flags = approx.sites.block(nodes)
+    grid = np.ix_(nodes, nodes)
+    np.testing.assert_array_equal(latency, approx.latency_s[grid])
+    np.testing.assert_array_equal(bandwidth, approx.bandwidth_Bps[grid])
+    np.testing.assert_array_equal(flags, approx.relayed[grid])
+    assert (
+        approx.latency_s[3, 20] == latency[1, 0] and approx.bandwidth_Bps[20, 3] == bandwidth[0, 1]
+    )
+    # A subset without a gateway reads its site's median hop there instead.
+    keep = np.flatnonzero(site != 0)[::2]
+    sub = approx.subset(keep)
+    assert sub.sites is not None and (sub.sites.gate == -2).any()
+    kept = dense.subset(keep)
+    ratio = np.asarray(sub.latency_s)[kept.relayed] / kept.latency_s[kept.relayed]
+    assert ratio.min() > 1 - 0.05 and ratio.max() < 1 + 0.05
+
+
+def test_a_fleet_that_fits_one_block_reads_it_with_the_same_values() -> None:
+    site, i, j, lat, bw = probed_links([6, 5, 7, 4], pairs_between=3, seed=6)
+    n = len(site)
+    args = (np.arange(n), np.ones(n), np.ones(n), np.ones(n, bool), i, j, lat, bw)
+    fleet = Fleet.from_arrays(*args, sites=site)
+    store = fleet.sites
+    assert store is not None and store.whole() is not None
+    sliced = [np.asarray(m) for m in (fleet.latency_s, fleet.bandwidth_Bps, fleet.relayed)]
+    fresh = Fleet.from_arrays(*args, sites=site).sites  # nothing built: per-site lookups
+    assert fresh is not None
+    everything = np.arange(n)
+    for table, values in zip(("latency", "bandwidth", "relayed"), sliced, strict=True):
+        np.testing.assert_array_equal(fresh.gather(table, everything[:, None], everything), values)
+        assert fresh.gather(table, 3, 20) == values[3, 20]
+    # The teacher's nearest machines: the dense model's ranking of the same rows.
+    pool = np.flatnonzero(np.arange(n) % 3 != 1)
+    expected = np.argsort(sliced[0][np.ix_(pool, pool)], axis=1, kind="stable")[:, 1:6]
+    np.testing.assert_array_equal(store.nearest(pool, 5), expected)
+    np.testing.assert_array_equal(
+        store.nearest_latency(pool[:4], pool[4:]), sliced[0][np.ix_(pool[:4], pool[4:])].min(0)
+    )
 
 
 def test_sites_without_a_measured_pair_relay_over_the_sites_graph() -> None:

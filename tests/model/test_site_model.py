@@ -4,7 +4,9 @@ exactly site-uniform, and judged by the dense model on one that is not."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
+from hulk import site_links
 from hulk.cost import Fleet, iteration_time
 from hulk.jobs import PAPER_MIX_4, preset_jobs
 from hulk.planner import plan_job, site_labels
@@ -63,11 +65,15 @@ def test_site_model_plans_of_a_large_pool_are_valid_plans_of_the_dense_model() -
     assert abs(cost_s.iteration_s / judged.iteration_s - 1) < 0.3  # the site figures are medians
 
 
-def test_site_model_plans_a_group_on_its_own_machine_pairs(monkeypatch) -> None:
+@pytest.mark.parametrize("one_block", [False, True])
+def test_site_model_plans_a_group_on_its_own_machine_pairs(monkeypatch, one_block: bool) -> None:
     # Three sites at least 30 ms apart (so that every clustering keeps them whole), each
     # measured pair off its site figure by up to ±30 %: many exceptions. The planner plans
-    # the group on the group's own pairs, read once, exactly as a dense fleet of just those
-    # pairs would, and judges the plan on the site model.
+    # the group on the group's own pairs, read once (or on the block of the whole fleet, which
+    # fits one), exactly as a dense fleet of just those pairs would, and judges the plan on
+    # the site model.
+    if not one_block:
+        monkeypatch.setattr(site_links, "WHOLE_BLOCK_MAX", 0)
     site, i, j, lat, bw = uniform_links([40, 50, 45, 35, 30], seed=6)
     rng = np.random.default_rng(2)
     lat, bw = lat * rng.uniform(0.7, 1.3, len(lat)), bw * rng.uniform(0.7, 1.3, len(bw))
@@ -104,10 +110,10 @@ def test_site_model_plans_a_group_on_its_own_machine_pairs(monkeypatch) -> None:
         reads["count"] += 1
         return gather(self, table, x, y)
 
-    monkeypatch.setattr(type(sites.sites), "gather", counted)
-    plan_s, cost_s = plan_job(job, sites, group, SETTINGS.planner)
+    with monkeypatch.context() as patch:
+        patch.setattr(type(sites.sites), "gather", counted)
+        plan_s, cost_s = plan_job(job, sites, group, SETTINGS.planner)
     planning_reads = reads["count"]
-    monkeypatch.undo()
     plan_o, _ = plan_job(job, own, np.arange(len(group)), SETTINGS.planner)
     assert plan_s is not None and plan_o is not None
     assert plan_s.nodes == tuple(int(group[v]) for v in plan_o.nodes)
