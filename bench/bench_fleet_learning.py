@@ -32,6 +32,7 @@ The corpus and the prior are built once in WORK (or taken from ``--corpus``: an 
 it matches). Run from the repository root:
 
     .venv/bin/python bench/bench_fleet_learning.py [--work /tmp/hulk-fleet-bench] [--mixes 6]
+        [--fleet-seed S]   # other fleets of the same families (default: the params seed)
 """
 
 from __future__ import annotations
@@ -83,10 +84,11 @@ FAMILY_JOBS = {
 }  # fmt: skip
 
 
-def _settings(base: Settings, work: Path, name: str, **generate) -> Settings:
+def _settings(base: Settings, work: Path, name: str, seed: int, **generate) -> Settings:
     data = work / name
     return base.model_copy(
         update={
+            "seed": seed,
             "data_dir": data,
             "generate": base.generate.model_copy(update=generate),
             "assign": base.assign.model_copy(
@@ -242,10 +244,17 @@ def main() -> int:
     parser.add_argument("--days", type=int, default=28, help="days of logs (generated families)")
     parser.add_argument("--workers", type=int, default=2, help="labelling processes")
     parser.add_argument("--families", nargs="*", help="run only these families")
+    parser.add_argument(
+        "--fleet-seed",
+        type=int,
+        help="seed of the families' fleets, logs, nights and new mixes (default: params seed; "
+        "the corpus and the prior keep the params seed): other fleets of the same families",
+    )
     args = parser.parse_args()
 
     base = load_settings(REPO / "params.yaml")
     seed = base.seed
+    fleet_seed = seed if args.fleet_seed is None else args.fleet_seed
     work = args.work
     if work.exists():
         shutil.rmtree(work)
@@ -265,8 +274,8 @@ def main() -> int:
     )
 
     families = {
-        "cloud-16gb-6": ("cloud", lambda s: _imported_cloud(s, 6, seed), {}),
-        "cloud-16gb-10": ("cloud", lambda s: _imported_cloud(s, 10, seed), {}),
+        "cloud-16gb-6": ("cloud", lambda s: _imported_cloud(s, 6, fleet_seed), {}),
+        "cloud-16gb-10": ("cloud", lambda s: _imported_cloud(s, 10, fleet_seed), {}),
         "cloud-16gb": ("cloud", _generated, {"preset": "cloud-16gb", "days": args.days}),
         "two-region-24gb": (
             "two-region",
@@ -289,14 +298,14 @@ def main() -> int:
     verdicts = []
     for name in chosen:
         family, build, generate = families[name]
-        settings = _settings(base, work, name, **generate)
+        settings = _settings(base, work, name, fleet_seed, **generate)
         _write_jobs(settings, family)
         build(settings)
         night_started = time.perf_counter()
         night = _night(settings, args.workers)
         night_s = time.perf_counter() - night_started
-        mixes = _new_mixes(settings, args.mixes, seed + 1000)
-        result = _evaluate(settings, mixes, seed)
+        mixes = _new_mixes(settings, args.mixes, fleet_seed + 1000)
+        result = _evaluate(settings, mixes, fleet_seed)
         rows = result["rows"]
         prior_r = [r["prior"] for r in rows]
         unrefined_r = [r["unrefined"] for r in rows]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -53,14 +53,48 @@ def dask_runner(settings: FlowsSettings) -> Any:
     logging.getLogger("distributed").setLevel(logging.WARNING)  # set again: dask resets it
     if settings.dask_address:
         return DaskTaskRunner(address=settings.dask_address)
-    return DaskTaskRunner(
-        cluster_kwargs={
-            "n_workers": settings.dask_workers,
-            "threads_per_worker": 1,
-            "processes": settings.dask_processes,
-            "dashboard_address": ":0",  # any free port: never clash with another cluster
-        }
-    )
+    return DaskTaskRunner(cluster_kwargs=_local_cluster_kwargs(settings))
+
+
+def _local_cluster_kwargs(settings: FlowsSettings) -> dict[str, Any]:
+    return {
+        "n_workers": settings.dask_workers,
+        "threads_per_worker": 1,
+        "processes": settings.dask_processes,
+        "dashboard_address": ":0",  # any free port: never clash with another cluster
+    }
+
+
+@contextmanager
+def shared_dask_runners(settings: FlowsSettings) -> Iterator[Callable[[], Any]]:
+    """Task runners for the fan-out steps of one run, all on one Dask cluster.
+
+    Yields a function that returns a runner: on `flows.dask_address` when set, else on a local
+    cluster started at the first call and closed when the block ends. A local cluster costs
+    seconds to start (worker processes, their imports) and more under load, and a nightly
+    fans out up to three steps: they share one instead of starting one each.
+    """
+    from prefect_dask import DaskTaskRunner
+
+    if settings.dask_address:
+        yield lambda: dask_runner(settings)
+        return
+    started: list[Any] = []
+
+    def runner() -> Any:
+        if not started:
+            from distributed import LocalCluster
+
+            logging.getLogger("distributed").setLevel(logging.WARNING)
+            started.append(LocalCluster(**_local_cluster_kwargs(settings)))
+        # By address: Prefect runs each flow on a copy of its runner, which keeps the address.
+        return DaskTaskRunner(address=started[0].scheduler_address)
+
+    try:
+        yield runner
+    finally:
+        for cluster in started:
+            cluster.close()
 
 
 def brief(summary: Summary) -> dict[str, Any]:

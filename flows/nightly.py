@@ -3,8 +3,8 @@
 validate → ingest → graph → corpus (teacher labels of generated fleets) → prior → labels (the
 fleet's own samples) → train (fine-tune, register in MLflow, gate) → assign (the ``assign``
 flow: publish + artifacts) → evaluate. Each task runs one step through `hulk.steps.run`, the
-function the DVC stages run too. Three steps fan out on a Dask task runner (local cluster, or
-params ``flows.dask_address``): the corpus's teacher labels over its fleets
+function the DVC stages run too. Three steps fan out on a Dask task runner (one local cluster
+for the run, or params ``flows.dask_address``): the corpus's teacher labels over its fleets
 (`hulk.corpus.label_fleet`, one task per fleet; their outcomes go to the same corpus step), the
 validation over the log's day partitions (the ``validate`` subflow runs the validate step with
 one task per partition calling `hulk.validation.logs.validate_log_day`; the step merges their
@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from flows._common import brief, dask_runner, flow_settings, retry_options
+from flows._common import brief, flow_settings, retry_options, shared_dask_runners
 from flows.assign import assign_flow
 from hulk import corpus, steps
 from hulk.data_folder import data_source
@@ -119,14 +119,22 @@ def nightly(params: str = "params.yaml", data_dir: str | None = None) -> dict[st
     settings = flow_settings(params, data_dir)
     done: dict[str, Any] = {}
     # Two nightlies never write the data folder at once; an assign run in between takes only
-    # the assign lock (hulk.folder_lock) and uses the champion as it was.
-    with folder_lock(settings.data_dir, "nightly", settings.scheduler.lock_timeout_s):
-        _nightly_steps(params, data_dir, settings, done)
+    # the assign lock (hulk.folder_lock) and uses the champion as it was. The fan-out steps
+    # share one Dask cluster (a local one lives as long as the run).
+    with (
+        folder_lock(settings.data_dir, "nightly", settings.scheduler.lock_timeout_s),
+        shared_dask_runners(settings.flows) as fan_out_runner,
+    ):
+        _nightly_steps(params, data_dir, settings, done, fan_out_runner)
     return done
 
 
 def _nightly_steps(
-    params: str, data_dir: str | None, settings: Settings, done: dict[str, Any]
+    params: str,
+    data_dir: str | None,
+    settings: Settings,
+    done: dict[str, Any],
+    fan_out_runner: Callable[[], Any],
 ) -> None:
     logger = get_run_logger()
     imported = data_source(settings.data_dir) == "link table"
@@ -143,13 +151,13 @@ def _nightly_steps(
         if step.name == "assign":
             done[step.name] = assign_flow(params, data_dir)
         elif step.name == "validate":
-            fan_out = validate.with_options(task_runner=dask_runner(settings.flows))
+            fan_out = validate.with_options(task_runner=fan_out_runner())
             done[step.name] = fan_out(params, data_dir)
         elif step.name == "labels":
-            fan_out = fleet_labels.with_options(task_runner=dask_runner(settings.flows))
+            fan_out = fleet_labels.with_options(task_runner=fan_out_runner())
             done[step.name] = fan_out(params, data_dir)
         elif step.name == "corpus" and not corpus_is_current(settings):
-            labels = teacher_labels.with_options(task_runner=dask_runner(settings.flows))
+            labels = teacher_labels.with_options(task_runner=fan_out_runner())
             outcomes = labels(params, data_dir)
             seconds = time.perf_counter() - started
             task_ = run_step.with_options(name=step.name, **options)

@@ -310,6 +310,38 @@ def test_log_row_rules(tmp_path, extra_day, bad_row, rule, severity):
         assert example["fiber_floor_ms"] > 10
 
 
+def test_log_suite_reads_status_as_a_category_with_the_same_results():
+    """The log suite runs on `status` as a category (hulk.validation.logs: far cheaper copies);
+    GX must find, count, index and report the same rows as on the strings."""
+    from hulk.validation import logs
+    from hulk.validation._gx import GxSession
+
+    frame = append(
+        make_days()[MID],
+        row(MID, status="lost", elapsed_ms=np.nan),
+        row(MID, status="timeout", elapsed_ms=12.0),
+        row(MID, status=None),
+        row(MID, elapsed_ms=np.nan),
+    )
+    frame = frame.assign(
+        src_row=frame["src"], dst_row=frame["dst"], is_self_loop=frame["src"] == frame["dst"]
+    )
+    frame = frame.assign(elapsed_is_infinite=np.isinf(frame["elapsed_ms"]), fiber_floor_ms=0.1)
+    parameters = {"ts_min": pd.Timestamp(MID, tz="UTC"), "ts_max": pd.Timestamp(LATE, tz="UTC")}
+    parameters["elapsed_max"] = SETTINGS.max_elapsed_ms
+    session = GxSession.ephemeral(NOW)
+    runs = [
+        session.run(logs.SUITE, logs.checks, batch, "b", parameters, keep=False)
+        for batch in (frame, frame.assign(status=frame["status"].astype("category")))
+    ]
+    found = {c.rule: c.unexpected_index.tolist() for c in runs[0].checks if c.unexpected_count}
+    assert found["logs.status"] == [300]
+    assert found["logs.elapsed_on_failure"] == [301, 302]
+    assert found["logs.elapsed_missing"] == [303]
+    results = [json.dumps(run.gx_result["results"], sort_keys=True) for run in runs]
+    assert results[0] == results[1]
+
+
 def test_duplicates_keep_the_first_copy(tmp_path):
     days = make_days()
     days[MID] = append(days[MID], days[MID].iloc[5].to_dict(), days[MID].iloc[5].to_dict())

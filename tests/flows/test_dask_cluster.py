@@ -146,3 +146,27 @@ def test_validation_and_corpus_on_a_hand_started_cluster_match_one_process(
     assert remote.keys() == local.keys()
     for name in local:
         assert remote[name] == local[name], name
+
+
+def test_a_run_shares_one_local_cluster_and_closes_it() -> None:
+    """The nightly's fan-out steps share one local cluster, closed when the run ends; with
+    `flows.dask_address` set, none is started."""
+    from flows._common import shared_dask_runners
+    from hulk.settings import FlowsSettings
+
+    local = FlowsSettings(dask_workers=1, dask_processes=False)
+    with shared_dask_runners(local) as runner:
+        first, second = runner(), runner()
+        assert first.address == second.address  # one cluster, not one per step
+        assert first.duplicate().address == first.address  # the copy a flow run uses
+        from distributed import Client
+
+        with Client(first.address) as client:
+            assert len(client.scheduler_info()["workers"]) == 1
+            assert client.submit(sum, [1, 2]).result() == 3
+    with pytest.raises(OSError):  # closed with the run
+        Client(first.address, timeout=1)
+
+    remote = FlowsSettings(dask_address="tcp://127.0.0.1:1")
+    with shared_dask_runners(remote) as runner:
+        assert runner().address == "tcp://127.0.0.1:1"
