@@ -6,8 +6,8 @@ Context, one pandas data source ``hulk`` with one dataframe asset, expectation s
 validation definition per suite (``hulk.inventory``, ``hulk.logs``, ``hulk.links``), and runs a
 suite on one batch (an in-memory frame) at a time:
 
-- `GxSession.ephemeral()` keeps everything in memory (what the `validate_*` functions use on
-  their own);
+- `GxSession.ephemeral()` keeps everything in memory (the `validate_*` functions on their own
+  use one per thread, `scratch_session`, and keep no results in it);
 - `GxSession.project(root, docs_dir)` is a file-mode context under ``root/gx``: suites,
   validation definitions and every batch's result are persisted, and `build_docs` renders the
   HTML Data Docs into ``docs_dir``. Results of earlier runs are kept for `history` days (the
@@ -28,6 +28,9 @@ A batch may also be validated elsewhere (another process or machine: the per-day
 `record` stores that result in this session's validation results store under the key the
 checkpoint would have used (suite, run name = batch, run time, batch id), so the Data Docs show
 it exactly as if it had been validated here.
+
+A batch is validated as its checkpoint would validate it, without GX's per-run freshness
+checks (`_run_checkpoint`): a session's suites and definitions change only through it.
 
 Results are asked for in the COMPLETE format (the full list of unexpected row indices, so a
 rule's offending rows can be quarantined exactly) but without the unexpected *values*, which
