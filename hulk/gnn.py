@@ -277,7 +277,7 @@ def _refined(
     settings: Settings,
     seed: int,
 ) -> dict[int, tuple[Plan, Cost]]:
-    """The plans after a short local search from them and from a grown start
+    """The plans after a short local search from them and from the best grown start
     (`hulk.teacher.refine`, at most `assign.gnn_refine_evaluations` assignments in all),
     whose moves on the slowest job draw a share `assign.gnn_refine_guided` of their machines
     by the model's probabilities; the input plans when the search finds nothing better."""

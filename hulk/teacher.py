@@ -53,7 +53,8 @@ moves on the slowest job then draw their machine by those weights and move it al
 whole site (jobs left unable to hold theirs take idle machines and the slowest job's old ones
 instead, so two large jobs can swap sites in one move), or take several machines its owner
 can spare. With `grown_start` a second search, with half of the budget, starts from the
-``need`` start grown where the weights put each job's compute, and the better result wins.
+best of the ``need`` start grown where the weights put each job's compute and the ``share``
+and ``speed`` starts (compute in proportion to each job's work), and the better result wins.
 Without these the teacher's own search is unchanged, draw for draw.
 
 **Stopping and determinism.** Every assignment whose jobs are (re)planned counts as one
@@ -710,9 +711,10 @@ def refine(
     weights of each machine serving each job, e.g. a model's probabilities), a share
     `guide_share` of the moves on the slowest job draw their machine by those weights instead
     of among the nearest ones: a search that starts from a model's answer looks where the
-    model looks. With `grown_start`, a second search starts from a grown assignment
-    (`_grown_start`: the teacher's ``need`` start, each job's region seeded where the guide
-    puts its compute); each search gets half of the budget left and the better result wins
+    model looks. With `grown_start`, a second search starts from the best of the teacher's
+    grown starts (`_grown_start`: ``need``, each job's region seeded where the guide puts its
+    compute, ``share`` and ``speed``); each search gets half of the budget left and the
+    better result wins
     (the given start's on a tie). Deterministic for the same inputs and seed.
     """
     started = time.perf_counter()
@@ -750,25 +752,42 @@ def refine(
 
 
 def _grown_start(search: _Search, admitted: Sequence[int]) -> _State | None:
-    """The ``need`` start (module docstring) for `refine`, evaluated; None when it does not
-    give every job a group that holds it or the budget is spent.
+    """The best of the teacher's grown starts for `refine`, evaluated; None when none gives
+    every job a group that holds it or the budget is spent.
 
-    Each job, most work first, grows a region from the free site where its guide weight times
-    the machines' compute is largest (without a guide: the site of most compute), adding the
-    nearest machines until it holds its memory while leaving the memory the jobs still to come
-    need; then the idle sites are offered to the slowest job. Greedy plans give the first large
-    job the best sites and starve the next; this start gives each job a compact, memory-tight
-    region instead, which is where the teacher's plans for several large jobs come from and
-    which single moves do not reach from the greedy plans."""
-    built = _start_grown(search, admitted, share=False, guided=search.guide is not None)
-    if built is None:
-        return None
-    try:
-        grown = search.evaluate(built, admitted)
-    except _Stop:
-        return None
-    grown = search.release_unused(_fill_leftovers(search, grown, admitted), admitted)
-    return grown if grown.key(admitted)[0] == 0 else None
+    ``need``: each job, most work first, grows a region from the free site where its guide
+    weight times the machines' compute is largest (without a guide: the site of most
+    compute), adding the nearest machines until it holds its memory while leaving the memory
+    the jobs still to come need; then the idle sites are offered to the slowest job. Greedy
+    plans give the first large job the best sites and starve the next; this start gives each
+    job a compact, memory-tight region instead, which is where the teacher's plans for several
+    large jobs come from and which single moves do not reach from the greedy plans.
+    ``share`` grows the same regions to compute in proportion to each job's work, and
+    ``speed`` deals the machines, fastest first, in that proportion: where one job needs most
+    of the fleet's compute (not just its memory), a model's memory-sized groups leave it a
+    fraction of what it needs, and single moves do not add a whole pipeline replica."""
+    guided = search.guide is not None
+    builders: list[tuple[str, Callable[[], np.ndarray | None]]] = [
+        ("need", lambda: _start_grown(search, admitted, share=False, guided=guided)),
+        ("share", lambda: _start_grown(search, admitted, share=True, guided=guided)),
+        ("speed", lambda: _start_speed(search, admitted)),
+    ]
+    best: _State | None = None
+    for name, build in builders:
+        labels = build()
+        if labels is None:
+            continue
+        try:
+            state = search.evaluate(labels, admitted)
+        except _Stop:
+            break
+        if name == "need":
+            state = _fill_leftovers(search, state, admitted)
+        state = search.release_unused(state, admitted)
+        key = state.key(admitted)
+        if key[0] == 0 and (best is None or _less(key, best.key(admitted))):
+            best = state
+    return best
 
 
 def _best_start(search: _Search, admitted: list[int]) -> tuple[_State | None, str]:

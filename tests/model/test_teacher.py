@@ -217,6 +217,38 @@ def test_a_guided_site_move_rehomes_the_job_it_evicts() -> None:
     assert _makespan(after.plans) < _makespan(before.plans)
 
 
+def test_refine_starts_from_compute_shares_when_memory_sized_groups_starve_a_job(
+    settings: Settings,
+) -> None:
+    # Two regions of 20 machines; a 42B-parameter job with a large batch and RoBERTa-large.
+    # Sized by memory, the large job's group is 19 machines of one region (one pipeline) and
+    # RoBERTa takes the other region whole: the large job runs 9x slower than RoBERTa, and
+    # single moves do not add a second pipeline. Dealt in proportion to their work (the
+    # teacher's ``speed`` and ``share`` starts), the large job gets most of both regions.
+    from hulk.generate import expected_links
+    from hulk.planner import plan_job, site_labels
+    from hulk.presets import build_fleet
+
+    inventory = build_fleet("two-region-24gb", 11, settings.generate)
+    links = expected_links(inventory, 11, settings.generate)
+    fleet = Fleet.from_frames(inventory, links, settings.hardware, settings.graph.bandwidth_tiers)
+    sites = site_labels(fleet, settings.planner.site_latency_ms)
+    jobs = [Job("T5-42B", 41.96, 75, 1600, 256, 1203, 8), preset_jobs(["RoBERTa-large"])[0]]
+    start = np.full(fleet.n, IDLE)
+    for index, job in enumerate(jobs):
+        pool = np.flatnonzero(sites == 1) if index == 0 else np.flatnonzero(start == IDLE)
+        plan, _ = plan_job(job, fleet, pool, settings.planner)
+        assert plan is not None
+        start[list(plan.nodes)] = index
+    teacher, planner = settings.teacher, settings.planner
+    kept = refine(jobs, fleet, start, teacher, planner, 1, 1)
+    grown = refine(jobs, fleet, start, teacher, planner, 1, 10, grown_start=True)
+    assert grown.evaluations <= 10
+    assert _makespan(grown.plans) < _makespan(kept.plans) * 0.95
+    large = grown.plans[0][0].nodes
+    assert len(large) > 19 and len({int(sites[n]) for n in large}) == 2
+
+
 def test_refine_starts_from_a_grown_assignment_when_it_is_better(settings: Settings) -> None:
     # The paper's fleet with a third drained, a memory-heavy job (OPT-175B) and a compute-heavy
     # one (110B parameters, 3.5x the batch). Laid out greedily, OPT-175B takes the two strong
