@@ -29,7 +29,7 @@ from hulk.errors import InputError
 from hulk.findings import Finding, Severity, raise_on_errors
 from hulk.settings import ValidateSettings
 from hulk.validation._common import encoding_error, finding, frame_records, name_list, plural
-from hulk.validation._gx import Check, CheckResult, GxSession, make_check
+from hulk.validation._gx import Check, CheckResult, GxSession, make_check, scratch_session
 
 if TYPE_CHECKING:
     from great_expectations.expectations import Expectation
@@ -268,8 +268,12 @@ def validate_inventory(
     if schema is not None:
         return [schema]
     frame = inventory.reset_index(drop=True)
-    session = session or GxSession.ephemeral(examples=settings.examples)
-    results = session.validate(SUITE, lambda: checks(settings), frame, Path(path).name or path)
+    batch = Path(path).name or path
+    if session is None:  # nothing keeps the GX result: this thread's scratch session
+        scratch = scratch_session(SUITE, settings, settings.examples)
+        results = scratch.validate(SUITE, lambda: checks(settings), frame, batch, keep=False)
+    else:
+        results = session.validate(SUITE, lambda: checks(settings), frame, batch)
     return _findings(results, frame, path, settings)
 
 

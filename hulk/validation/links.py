@@ -27,7 +27,7 @@ from hulk.findings import Finding, Severity
 from hulk.parquet_columns import LINK_RULES, checked_schema
 from hulk.settings import ValidateSettings
 from hulk.validation._common import Machines, finding, frame_records, name_list, plural
-from hulk.validation._gx import Check, CheckResult, GxSession, make_check
+from hulk.validation._gx import Check, CheckResult, GxSession, make_check, scratch_session
 from hulk.validation.inventory import schema_problems
 
 SUITE = "hulk.links"
@@ -173,8 +173,12 @@ def validate_links(
     frame["fiber_floor_ms"] = machines.floor_ms(src_row, dst_row, settings.fiber_km_per_ms)
     found: list[Finding] = []
     if len(frame):
-        session = session or GxSession.ephemeral(examples=settings.examples)
-        results = session.validate(SUITE, checks, frame, Path(path).name or path)
+        batch = Path(path).name or path
+        if session is None:  # nothing keeps the GX result: this thread's scratch session
+            scratch = scratch_session(SUITE, None, settings.examples)  # no settings in it
+            results = scratch.validate(SUITE, checks, frame, batch, keep=False)
+        else:
+            results = session.validate(SUITE, checks, frame, batch)
         found += _row_findings(results, frame, path, settings)
     found += _isolated(frame, machines, path, settings)
     return found
