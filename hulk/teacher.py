@@ -772,22 +772,7 @@ def _grown_start(search: _Search, admitted: Sequence[int]) -> _State | None:
         ("share", lambda: _start_grown(search, admitted, share=True, guided=guided)),
         ("speed", lambda: _start_speed(search, admitted)),
     ]
-    best: _State | None = None
-    for name, build in builders:
-        labels = build()
-        if labels is None:
-            continue
-        try:
-            state = search.evaluate(labels, admitted)
-        except _Stop:
-            break
-        if name == "need":
-            state = _fill_leftovers(search, state, admitted)
-        state = search.release_unused(state, admitted)
-        key = state.key(admitted)
-        if key[0] == 0 and (best is None or _less(key, best.key(admitted))):
-            best = state
-    return best
+    return _best_of(search, admitted, builders, always_first=False)[0]
 
 
 def _best_start(search: _Search, admitted: list[int]) -> tuple[_State | None, str]:
@@ -804,13 +789,25 @@ def _best_start(search: _Search, admitted: list[int]) -> tuple[_State | None, st
         (f"random-{i + 1}", lambda: _start_random(search, admitted))
         for i in range(search.settings.random_starts)
     ]
+    return _best_of(search, admitted, builders, always_first=True)
+
+
+def _best_of(
+    search: _Search,
+    admitted: Sequence[int],
+    builders: Sequence[tuple[str, Callable[[], np.ndarray | None]]],
+    always_first: bool,
+) -> tuple[_State | None, str]:
+    """The best of the starts `builders` make (evaluated in turn until the budget is spent;
+    with `always_first`, the first that works even when it is) and its name; (None, "") when
+    none gives every job a group that holds it."""
     best, best_name = None, ""
     for name, build in builders:
         labels = build()
         if labels is None:
             continue
         try:
-            state = search.evaluate(labels, admitted, force=best is None)
+            state = search.evaluate(labels, admitted, force=always_first and best is None)
         except _Stop:
             break
         if name == "need":
