@@ -4,8 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # The tests run in one worker process per core (pytest-xdist); a test module stays on one worker,
-# so its module-scoped fixtures (a trained model, a nightly run) are built once.
-PARALLEL := -n auto --dist loadscope
+# so its module-scoped fixtures (a trained model, a nightly run) are built once, and the modules
+# that use Great Expectations (or MLflow) share one (tests/conftest.py, LIBRARY_GROUPS).
+PARALLEL := -n auto --dist loadgroup
 
 .PHONY: main test test-fast lint
 
