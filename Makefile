@@ -7,6 +7,17 @@ STAMP := $(VENV)/.installed
 # so its module-scoped fixtures (a trained model, a nightly run) are built once, and the modules
 # that use Great Expectations (or MLflow) share one (tests/conftest.py, LIBRARY_GROUPS).
 PARALLEL := -n auto --dist loadgroup
+# pytest's temporary folders, one per checkout. pytest's default (/tmp/pytest-of-USER, shared by
+# every checkout and user session) keeps anyone's three newest runs and deletes the older ones
+# when a run ends: several seconds of disk work (tens of seconds on a busy disk) after the last
+# test. Here the previous run's folder is moved aside and deleted in the background while the
+# next run collects its tests.
+TEST_TMP := $(or $(TMPDIR),/tmp)/hulk-tests$(subst /,-,$(CURDIR))
+PYTEST := $(BIN)/python -m pytest -q $(PARALLEL) --basetemp=$(TEST_TMP)
+define clear_test_tmp
+	if [ -d $(TEST_TMP) ]; then old=$$(mktemp -d $(TEST_TMP).old.XXXXXX) \
+		&& mv $(TEST_TMP) $$old/ && (rm -rf $$old > /dev/null 2>&1 &); fi
+endef
 
 .PHONY: main test test-fast lint
 
@@ -31,14 +42,16 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q $(PARALLEL)
+	$(clear_test_tmp)
+	$(PYTEST)
 
 ## test-fast: lint, the type check and the tests not marked slow (no flows, DVC or process pools)
 test-fast: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q $(PARALLEL) -m "not slow"
+	$(clear_test_tmp)
+	$(PYTEST) -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check --fix .
