@@ -4,9 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # The tests run in one worker process per core (pytest-xdist); a test module stays on one worker,
-# so its module-scoped fixtures (a trained model, a nightly run) are built once, and the modules
-# that use Great Expectations (or MLflow) share one (tests/conftest.py, LIBRARY_GROUPS).
-PARALLEL := -n auto --dist loadgroup
+# so its module-scoped fixtures (a trained model, a nightly run) are built once.
+PARALLEL := -n auto --dist loadscope
 # pytest's temporary folders, one per checkout. pytest's default (/tmp/pytest-of-USER, shared by
 # every checkout and user session) keeps anyone's three newest runs and deletes the older ones
 # when a run ends: several seconds of disk work (tens of seconds on a busy disk) after the last

@@ -32,34 +32,6 @@ def pytest_configure(config: pytest.Config) -> None:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
 
 
-# Test modules whose fast tests import and run Great Expectations (about 3 s of CPU in a fresh
-# process) or MLflow. The Makefile runs pytest-xdist with `--dist loadgroup`: a group stays on
-# one worker, so only that worker pays for the import; every other module is a group of its own
-# (its module-scoped fixtures are built once). A module missing here only costs that import on
-# a second worker.
-LIBRARY_GROUPS = {
-    "great_expectations": (
-        "tests/data/test_gx_session.py",
-        "tests/data/test_validation.py",
-        "tests/data/test_validation_cache.py",
-        "tests/data/test_validation_fanout.py",
-        "tests/faults/test_inventory.py",
-        "tests/faults/test_inventory_for_planning.py",
-        "tests/faults/test_latencies.py",
-    ),
-    "mlflow": ("tests/model/test_assign_champion.py", "tests/model/test_registry.py"),
-}
-_GROUP_OF_MODULE = {
-    module: group for group, modules in LIBRARY_GROUPS.items() for module in modules
-}
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        module = item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(_GROUP_OF_MODULE.get(module, module)))
-
-
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Skip the interpreter's last garbage collection: at exit it walks every object torch, PyG,
