@@ -244,10 +244,13 @@ STEPS: tuple[Step, ...] = (
         name="graph",
         stage=stage_graph.run,
         metrics=_keys("nodes", "links", "connected_components"),
-        doc="fleet graph snapshot (networkx + PyTorch Geometric)",
-        deps=_fleet,
+        doc="fleet graph snapshot (networkx + PyTorch Geometric); warms assign's caches",
+        # The jobs file and `cost` too: the step fills the caches the next assign run reads
+        # (`hulk.stages.assign_caches`). Those caches are no outs: keyed by content, they are
+        # also written by the steps that read them (labels, assign, evaluate).
+        deps=lambda s: [*_fleet(s), s.assign.jobs_file.as_posix()],
         outs=lambda s: [_data(s, schemas.GRAPH_DIR)],
-        params=("hardware", "graph"),
+        params=("hardware", "graph", "cost", "assign.jobs_file"),
     ),
     Step(
         name="corpus",
