@@ -38,8 +38,10 @@ RULE = "graph.assign_caches"  # the warning's rule when the caches could not be 
 class WarmedCaches:
     """What `warm_assign_caches` did: the cache files it left, and the work it did."""
 
-    fleet_cache: Path | None  # DATA/cache/fleet.npz (None: site model, not kept)
-    baseline_cache: Path | None  # DATA/cache/baselines.json (None: no jobs to report)
+    # The files as they are now (None: not kept — a site-model fleet, no jobs to report, or a
+    # folder that refused the write, which only costs the assign run the time).
+    fleet_cache: Path | None  # DATA/cache/fleet.npz
+    baseline_cache: Path | None  # DATA/cache/baselines.json
     jobs: int  # distinct job sizes reported
     computed: int  # of them, computed now (the others were in the cache already)
 
@@ -75,14 +77,21 @@ def _warm(data_dir: Path, settings: Settings) -> WarmedCaches:
     fleet = drain(fleet, drained)
     jobs = _upcoming_jobs(data_dir, settings)
     if not jobs:
-        return WarmedCaches(data_dir / FLEET_FILE, None, 0, 0)
+        return WarmedCaches(_kept(data_dir / FLEET_FILE), None, 0, 0)
     baselines = BaselineMemory(data_dir, fleet, fleet_snapshot(fleet))
     for job in jobs:
         baselines(job)
     baselines.save()
     return WarmedCaches(
-        data_dir / FLEET_FILE, data_dir / BASELINES_FILE, len(jobs), baselines.computed
+        _kept(data_dir / FLEET_FILE),
+        _kept(data_dir / BASELINES_FILE),
+        len(jobs),
+        baselines.computed,
     )
+
+
+def _kept(path: Path) -> Path | None:
+    return path if path.is_file() else None
 
 
 def _upcoming_jobs(data_dir: Path, settings: Settings) -> list[Job]:

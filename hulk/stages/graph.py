@@ -61,8 +61,7 @@ def run(data_dir: Path, settings: Settings) -> StepResult[GraphSummary]:
     # The first assign run on this fleet then finds the caches it would otherwise build.
     warmed, findings = warm_assign_caches(data_dir, settings)
     outputs = {"graph": out_dir}
-    if warmed is not None and warmed.fleet_cache is not None:
-        outputs["fleet_cache"] = warmed.fleet_cache
-    if warmed is not None and warmed.baseline_cache is not None:
-        outputs["baseline_cache"] = warmed.baseline_cache
+    if warmed is not None:
+        kept = {"fleet_cache": warmed.fleet_cache, "baseline_cache": warmed.baseline_cache}
+        outputs.update({name: path for name, path in kept.items() if path is not None})
     return StepResult(GraphSummary.from_record(record), outputs=outputs, findings=findings)
