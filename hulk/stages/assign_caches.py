@@ -1,11 +1,12 @@
 """The caches an assign run reads, filled by the step that rebuilds the fleet.
 
 An assign run on a fleet it has not seen builds two caches of the data folder before it can
-schedule: the cost model's dense fleet (`hulk.fleet_cache`, about 0.7 s of CPU at 1,000
-machines) and Systems A, B, C for every job it reports (`hulk.baseline_cache`, System A's ring
-about 0.7 s per job size). The graph step runs once per new link table, the assign runs every
-15 minutes after it; so the graph step fills both (`warm_assign_caches`) and the first assign
-run on the new fleet finds them warm.
+schedule: the cost model's dense fleet (`hulk.fleet_cache`, about 0.9 s of CPU at 1,000
+machines with the frames read and checked) and Systems A, B, C for every job it reports
+(`hulk.baseline_cache`: System A's rings, about 1.5 s for the paper's 4 jobs there). The
+graph step runs once per new link table, the assign runs every 15 minutes after it; so the
+graph step fills both (`warm_assign_caches`) and the first assign run on the new fleet finds
+them warm.
 
 One code path with the assign run: the fleet is `hulk.data_folder.load_fleet`'s, drained of the
 machines the last validation found silent as the scheduler drains them
