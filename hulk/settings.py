@@ -214,11 +214,11 @@ class SchedulerSettings(Section):
     # A running job is moved only when the schedule's mean completion time drops by more than
     # this share (the move's cost is already in it); at most this many moves per run.
     move_gain: Annotated[float, Field(ge=0)] = 0.01
-    max_moves_per_run: Annotated[int, Field(ge=0)] = 2
+    max_moves_per_run: Annotated[int, Field(ge=0)] = 3
     # Running jobs that waiting jobs wait for, tried as a move that stops them (they resume
     # later from their checkpoint) so shorter work goes first; 0: running jobs are never stopped
     # for another job.
-    preempt_candidates: Annotated[int, Field(ge=0)] = 3
+    preempt_candidates: Annotated[int, Field(ge=0)] = 6
     # A starting job leaves the fastest kind of machine its plan would use when a plan without
     # them takes at most this share longer (they go to the jobs that gain most from them);
     # 0: every job takes its fastest plan.
