@@ -41,10 +41,12 @@ and everything it built) is its own:
   beside it.
 
 * ``assign1000`` — a user's 1,000-machine data folder (`assign_folder`: the ``synthetic-1000``
-  inventory and its expected link table, the graph step, a freshly initialised GNN registered
-  as champion) and ``hulk assign --strategy gnn`` on it as a new process each time, timed from
-  start to exit (interpreter and imports included; `--assign-runs` processes in turn, then
-  one with the job store removed, so that the GNN lays out every job anew).
+  inventory and its expected link table, the paper's jobs file at params.yaml's
+  ``assign.jobs_file``, the graph step — which also fills the assign run's caches — and a
+  freshly initialised GNN registered as champion) and ``hulk assign --strategy gnn`` on it as a
+  new process each time, timed from start to exit (interpreter and imports included;
+  `--assign-runs` processes in turn, then one with the job store removed, so that the GNN lays
+  out every job anew).
 
 Targets (issue "Plan fleets of 10,000 machines and more"): 10,000 machines: fleet built ≤ 10 s,
 teacher placements ≤ 60 s per mix, GNN end to end ≤ 3 s, peak memory < 4 GB; 1,000 machines:
@@ -348,7 +350,8 @@ def run_100000(seed: int) -> dict:
 
 def assign_folder(seed: int, folder: Path) -> dict:
     """A 1,000-machine data folder as a user's: the ``synthetic-1000`` inventory and its
-    `expected_links` written as machines.csv + links.parquet, the graph step run on it, and a
+    `expected_links` written as machines.csv + links.parquet, the paper's jobs file as its
+    ``assign.jobs_file``, the graph step run on it (the assign run's caches filled), and a
     GNN of params.yaml's ``model:`` shape (freshly initialised, seeded) registered as champion
     in the folder's MLflow registry."""
     import torch
@@ -365,6 +368,10 @@ def assign_folder(seed: int, folder: Path) -> dict:
     links = expected_links(inventory, seed, settings.generate)
     fileio.write_csv(folder / schemas.INVENTORY_FILE, inventory)
     fileio.write_parquet(folder / schemas.LINKS_FILE, links)
+    # The upcoming jobs where a user's folder has them (DATA/jobs/upcoming.yaml), before the
+    # graph step, which fills the assign run's caches for them.
+    settings.assign.jobs_file.parent.mkdir(parents=True, exist_ok=True)
+    settings.assign.jobs_file.write_bytes(JOBS_FILE.read_bytes())
     steps.run("graph", settings)
     inputs, _ = encode_inputs(inventory, links, load_jobs(JOBS_FILE), settings)
     m = settings.model
@@ -405,8 +412,6 @@ def run_assign(folder: Path, out: Path) -> dict:
         "assign",
         "--data",
         str(folder),
-        "--jobs",
-        str(JOBS_FILE),
         "--strategy",
         "gnn",
         "--out",
@@ -438,12 +443,11 @@ def run_assign(folder: Path, out: Path) -> dict:
 
 def run_assign1000(seed: int, runs: int) -> dict:
     """`hulk assign --strategy gnn` on a 1,000-machine data folder, `runs` processes in turn
-    (the first also reads the files cold from disk and builds the data folder's caches, the
-    dense fleet and Systems A, B, C; later ones find the files in the page cache, read the
-    caches and the plans the job store remembers; their jobs keep their machines, so the
-    champion is not built), then one more with the job store removed (``new_jobs``: every job
-    new, so they start together and the GNN lays them out, with the fleet's caches warm)."""
-    import shutil
+    (the first finds the dense fleet and Systems A, B, C the graph step kept, and the GNN lays
+    out its jobs, which start together; later ones also read the plans the job store
+    remembers; their jobs keep their machines, so the champion is not built), then one more
+    with the job store removed (``new_jobs``: every job new, so they start together and the
+    GNN lays them out again)."""
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="hulk-assign1000-") as tmp:
@@ -455,7 +459,8 @@ def run_assign1000(seed: int, runs: int) -> dict:
         )
         load_before = os.getloadavg()[0]
         timings = [run_assign(folder, folder / "placements" / str(k)) for k in range(runs)]
-        shutil.rmtree(folder / "jobs")
+        for store in (folder / "jobs").glob("jobs.db*"):  # the job store, not the jobs file
+            store.unlink()
         new_jobs = run_assign(folder, folder / "placements" / "new-jobs")
     return {
         "scenario": "assign1000",

@@ -244,7 +244,11 @@ STEPS: tuple[Step, ...] = (
         name="graph",
         stage=stage_graph.run,
         metrics=_keys("nodes", "links", "connected_components"),
-        doc="fleet graph snapshot (networkx + PyTorch Geometric)",
+        doc="fleet graph snapshot (networkx + PyTorch Geometric); warms assign's caches",
+        # The step also fills the caches the next assign run reads (`hulk.stages.assign_caches`)
+        # from the jobs file and `cost:`. They are neither outs nor what its outs depend on:
+        # keyed by content, they are also written by the steps that read them (labels, assign,
+        # evaluate), so a new jobs file or cost setting re-runs those steps, not this one.
         deps=_fleet,
         outs=lambda s: [_data(s, schemas.GRAPH_DIR)],
         params=("hardware", "graph"),

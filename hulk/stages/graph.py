@@ -1,5 +1,6 @@
 """The graph step: the fleet graph snapshot of the data folder (`hulk.graph`): the tensors the
-model reads at assignment, the networkx form and the snapshot record."""
+model reads at assignment, the networkx form and the snapshot record; then the caches the next
+assign run reads, for this fleet (`hulk.stages.assign_caches`)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ class GraphSummary(Summary):
 def run(data_dir: Path, settings: Settings) -> StepResult[GraphSummary]:
     """Write DATA/graph/ from the inventory and the link table; its record as the summary."""
     from hulk.graph import build_fleet_graph, features_sha256, save_fleet_graph, snapshot_id
+    from hulk.stages.assign_caches import warm_assign_caches
     from hulk.validation import read_inventory
 
     inventory_file = data_dir / schemas.INVENTORY_FILE
@@ -56,4 +58,10 @@ def run(data_dir: Path, settings: Settings) -> StepResult[GraphSummary]:
     record = save_fleet_graph(
         fleet, out_dir, inventory_sha256=fileio.sha256_file(inventory_file), features=features
     )
-    return StepResult(GraphSummary.from_record(record), outputs={"graph": out_dir})
+    # The first assign run on this fleet then finds the caches it would otherwise build.
+    warmed, findings = warm_assign_caches(data_dir, settings)
+    outputs = {"graph": out_dir}
+    if warmed is not None:
+        kept = {"fleet_cache": warmed.fleet_cache, "baseline_cache": warmed.baseline_cache}
+        outputs.update({name: path for name, path in kept.items() if path is not None})
+    return StepResult(GraphSummary.from_record(record), outputs=outputs, findings=findings)
