@@ -19,13 +19,8 @@ from pathlib import Path
 from hulk import fileio
 from hulk.assign import plan_cost, schedule_of, whole_fleet_baselines
 from hulk.cost import Cost, Fleet, lower_bound, makespan_concurrent
-from hulk.placements import (
-    PLACED,
-    SEQUENTIAL,
-    SYSTEM_NAMES,
-    JobPlacement,
-    PlacementsFile,
-)
+from hulk.placements import PLACED, SEQUENTIAL, SYSTEM_NAMES, JobPlacement
+from hulk.placements_read import PlacementsFile
 
 RELATIVE_TOLERANCE = 1e-6  # stored and recomputed estimates agree within this
 

@@ -42,7 +42,8 @@ def run(
     from hulk.cost import Fleet
     from hulk.evaluate import evaluate as evaluate_file
     from hulk.evaluate import plot_costs
-    from hulk.placements import LATEST, read_placements
+    from hulk.placements import LATEST
+    from hulk.placements_read import read_placements
 
     if placements_file is None:
         placements_file = settings.assign.placements_dir / LATEST

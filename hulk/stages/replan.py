@@ -73,12 +73,13 @@ def run(
     )
     from hulk.assign import replan as replan_jobs
     from hulk.cost import Fleet
+    from hulk.placements_read import read_placements
 
     started = now or pl.utc_now()
     placements_file = placements_file or settings.assign.placements_dir / pl.LATEST
     out_dir = out_dir or placements_file.parent
     fleet_before, inventory, links = load_fleet(data_dir, settings)
-    before = pl.read_placements(placements_file, fleet_before)
+    before = read_placements(placements_file, fleet_before)
     failed_now = check_failed(fleet_before, failed or [])
     failed = sorted(set(failed_now) | set(earlier_failures(before.doc, fleet_before)))
     added_nodes, added_links, findings = read_growth(add_nodes, add_edges, inventory, settings)

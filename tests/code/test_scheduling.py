@@ -18,7 +18,7 @@ from hulk.data_folder import load_fleet
 from hulk.errors import InputError
 from hulk.job_store import FINISHED, RUNNING, JobStore
 from hulk.jobs import PRESET_JOBS, Job, job_to_dict, load_jobs
-from hulk.placements import read_placements
+from hulk.placements_read import read_placements
 from hulk.settings import Settings, load_settings
 from hulk.stages import assign as stage
 from hulk.stages.scheduling import PlanMemory, drain, jobs_db

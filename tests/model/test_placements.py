@@ -21,6 +21,7 @@ from hulk.cost import Cost, Fleet, Plan, iteration_time, lower_bound
 from hulk.errors import InputError
 from hulk.jobs import Job
 from hulk.placements import JobPlacement
+from hulk.placements_read import read_placements
 
 IDS = [10, 20, 30, 40]  # node ids differ from fleet indices on purpose
 NOW = dt.datetime(2026, 11, 21, 2, 0, 0, tzinfo=dt.UTC)
@@ -222,7 +223,7 @@ def test_round_trip(tmp_path: Path) -> None:
     fleet = tiny_fleet()
     placements = example(fleet)
     path = pl.write_placements(document(fleet, placements), tmp_path)
-    read = pl.read_placements(path, fleet)
+    read = read_placements(path, fleet)
     assert read.strategy == "teacher" and read.schedule == pl.CONCURRENT
     for want, got in zip(placements, read.placements, strict=True):
         assert got.job == want.job and got.status == want.status and got.reason == want.reason
@@ -250,7 +251,7 @@ def test_round_trip_with_tensor_layout(tmp_path: Path) -> None:
         run_order=1,
     )
     path = write(tmp_path, document(fleet, [job]))
-    (got,) = pl.read_placements(path, fleet).placements
+    (got,) = read_placements(path, fleet).placements
     assert got.layout == pl.TENSOR and got.nodes == (0, 1, 2, 3) and got.plan is None
     assert got.run_order == 1 and got.shape == "TP×4"
 
@@ -261,10 +262,10 @@ def test_a_file_without_spec_uses_the_jobs_given_or_presets(tmp_path: Path) -> N
     for entry in doc["jobs"]:
         del entry["spec"]
     path = write(tmp_path, doc)
-    read = pl.read_placements(path, fleet, jobs=[FIRST, SECOND, WAITING])
+    read = read_placements(path, fleet, jobs=[FIRST, SECOND, WAITING])
     assert [p.job for p in read.placements] == [FIRST, SECOND, WAITING]
     with pytest.raises(InputError) as caught:
-        pl.read_placements(path, fleet)
+        read_placements(path, fleet)
     assert caught.value.rule == "placements.unknown_job"
 
 
@@ -368,7 +369,7 @@ def test_malformed_file_is_named(tmp_path: Path, case: str) -> None:
     mutate(doc)
     path = write(tmp_path, doc)
     with pytest.raises(InputError) as caught:
-        pl.read_placements(path, fleet)
+        read_placements(path, fleet)
     error = caught.value
     assert error.rule == rule, str(error)
     assert error.path == str(path)
@@ -389,13 +390,13 @@ def test_unreadable_file_is_named(tmp_path: Path, text: str, mention: str) -> No
     path = tmp_path / "placements.json"
     path.write_text(text)
     with pytest.raises(InputError) as caught:
-        pl.read_placements(path, tiny_fleet())
+        read_placements(path, tiny_fleet())
     assert mention in str(caught.value) and str(path) in str(caught.value)
 
 
 def test_missing_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="does not exist") as caught:
-        pl.read_placements(tmp_path / "nope.json", tiny_fleet())
+        read_placements(tmp_path / "nope.json", tiny_fleet())
     assert caught.value.rule == "placements.readable"
 
 
@@ -405,6 +406,6 @@ def test_every_problem_is_listed(tmp_path: Path) -> None:
     doc["jobs"][0]["status"] = "running"
     doc["jobs"][1]["nodes"] = ["30", 40]
     with pytest.raises(InputError) as caught:
-        pl.read_placements(write(tmp_path, doc), fleet)
+        read_placements(write(tmp_path, doc), fleet)
     assert "(and 1 more)" in caught.value.detail
     assert len(caught.value.examples) == 2
