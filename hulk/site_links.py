@@ -1161,9 +1161,12 @@ def _exact_block(
     for members, src, dist, narrow, at_gate in inner.values():
         if len(at_gate):
             via = gate_of[src[at_gate]]
-            out_lat[members], out_bw[members] = _through(
-                dist[at_gate].T, narrow[at_gate].T, between[via], between_bw[via]
-            )
+            step = max(1, _EXACT_CHUNK // (len(at_gate) * count))
+            for lo in range(0, len(members), step):
+                part = slice(lo, lo + step)
+                out_lat[members[part]], out_bw[members[part]] = _through(
+                    dist[at_gate, part].T, narrow[at_gate, part].T, between[via], between_bw[via]
+                )
     # Stage 2: into each site at its best gateway, rows a < b only (a's side, as the dense
     # model), then the site's own paths for its unmeasured pairs.
     latency, bandwidth = np.full((n, n), np.inf), np.zeros((n, n))

@@ -457,3 +457,25 @@ def test_a_fleet_that_fits_one_block_reads_the_dense_models_relays_through_third
     meshed = relayed & (site != 0)[:, None] & (site != 0)[None, :]
     ratio = np.asarray(gated.latency_s)[meshed] / latency[meshed]
     assert ratio.min() > 1 - 2e-3 and (ratio > 1 + 2e-3).mean() > 0.03
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_exact_block_equals_the_dense_model_on_random_fleets(seed: int) -> None:
+    # Sites of 1–8 machines, any share of their pairs measured inside and between them,
+    # zero latencies now and then; latencies continuous, so every shortest path is unique.
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, 9, int(rng.integers(1, 7)))
+    site = np.repeat(np.arange(len(sizes)), sizes)
+    n = len(site)
+    i, j = np.triu_indices(n, 1)
+    inside = site[i] == site[j]
+    keep = rng.random(len(i)) < np.where(inside, rng.uniform(0, 1), rng.uniform(0, 0.3))
+    i, j = i[keep], j[keep]
+    lat = np.where(rng.random(len(i)) < 0.05, 0.0, rng.uniform(0.1e-3, 50e-3, len(i)))
+    bw = rng.uniform(1e8, 1e10, len(i))
+    args = (np.arange(n), np.ones(n), np.ones(n), np.ones(n, bool), i, j, lat, bw)
+    dense, sites = Fleet.from_arrays(*args), Fleet.from_arrays(*args, sites=site)
+    assert sites.sites is not None and sites.sites.exact
+    np.testing.assert_allclose(np.asarray(sites.latency_s), dense.latency_s, rtol=1e-12)
+    np.testing.assert_array_equal(np.asarray(sites.bandwidth_Bps), dense.bandwidth_Bps)
+    np.testing.assert_array_equal(np.asarray(sites.relayed), dense.relayed)
