@@ -38,10 +38,25 @@ site-level method here, O(sites²) or O(machines × sites) instead of O(machines
 
 On a fleet that is exactly site-uniform (for every pair of sites, all of its machine pairs
 measured at one figure, or none of them) every lookup equals the dense model's. With every
-measured pair its own figure (an exception ratio of about 1) the site model differs from the
+measured pair its own figure (an exception ratio of about 1) the site tables differ from the
 dense model only where a dense relay detours through a third site (or through a peer inside a
-site) for some machine pairs and not for their site pair as a whole: there it reads a longer
+site) for some machine pairs and not for their site pair as a whole: there they read a longer
 relay than the dense model.
+
+A store of at most `WHOLE_BLOCK_MAX` machines reads the dense model's values instead
+(`SiteLinks.exact`): every measured pair its own figures, every other pair the shortest path
+over them (summed latency; bandwidth the narrowest pair on it, `relayed`), detours through
+third sites and peers included. It computes them over the *gateway graph* (`_exact_block`):
+the machines with a measured pair in another site, linked by those pairs and by the shortest
+paths inside each site between its gateways; a machine pair then joins its two ends' paths
+inside their sites to the gateways (min over both ends' gateways, in two stages). On 10 sites
+of 100 with three measured pairs per pair of sites that is 234 gateways, not the dense model's
+all-pairs search over 1,000 machines and their 49,635 measured pairs. Where nearly every
+machine is a gateway (sampled peers in other sites) that would cost more than the dense
+model's own search, and the store keeps the gateway relays (`_EXACT_WORK_PER_PAIR`). The
+block's whole-fleet answers (extremes, group links, spanning-tree bounds, the planner's sites,
+nearest machines) are the dense model's computations on it, and `Fleet.subset` slices it, as
+the dense model slices its matrices.
 """
 
 from __future__ import annotations
@@ -73,7 +88,8 @@ _NO_HOP, _MEDIAN_HOP = -1, -2
 # model's shortest paths do).
 _GATEWAYS = 4
 # A store of at most this many machines reads every pair from one dense block of the whole
-# fleet, built once (3 × 1024² entries, 17 MB): lookups cost what the dense model's do.
+# fleet, built once (3 × 1024² entries, 17 MB): lookups cost what the dense model's do, and
+# the block holds the dense model's values where the gateway graph is small (`_exact_block`).
 WHOLE_BLOCK_MAX = 1024
 
 
@@ -111,6 +127,10 @@ class SiteLinks:
     core_bandwidth: np.ndarray  # (k, k, routes)
     hop_latency: np.ndarray  # (k,) a site's median hop to its gateway
     hop_bandwidth: np.ndarray  # (k,)
+    # The whole block (`whole`) was built with the store from the measured pairs: the dense
+    # model's shortest-path relays over them (`_exact_block`), not the gateway relays above.
+    # Every lookup and whole-fleet question then reads it.
+    exact: bool = False
 
     @property
     def n(self) -> int:
@@ -266,11 +286,19 @@ class SiteLinks:
         """The whole fleet's block (`WHOLE_BLOCK_MAX`), by table, once it is built."""
         return self.__dict__.get("_whole_block")
 
+    @property
+    def _exact_whole(self) -> dict[str, np.ndarray]:
+        """The block of an `exact` store (built with it)."""
+        whole = self._whole
+        assert whole is not None
+        return whole
+
     def whole(self) -> dict[str, np.ndarray] | None:
-        """The whole fleet's (latency, bandwidth, relayed) block by table, built on first use,
-        for a store of at most `WHOLE_BLOCK_MAX` machines (None above): every lookup then
-        reads it, as the dense model reads its matrices, with the same values as the site
-        tables give."""
+        """The whole fleet's (latency, bandwidth, relayed) block by table for a store of at
+        most `WHOLE_BLOCK_MAX` machines (None above): every lookup then reads it, as the dense
+        model reads its matrices. An `exact` store built it with itself (the dense model's
+        values); any other builds it on first use, with the same values as the site tables
+        give."""
         if self.n > WHOLE_BLOCK_MAX:
             return None
         built = self._whole
@@ -367,7 +395,12 @@ class SiteLinks:
         return lowest, widest
 
     def extremes(self) -> tuple[float, float]:
-        """(lowest α, highest β) over the pairs of distinct machines (`Fleet.link_extremes`)."""
+        """(lowest α, highest β) over the pairs of distinct machines (`Fleet.link_extremes`);
+        on an `exact` store, over its block as the dense model does."""
+        if self.exact:
+            off = ~np.eye(self.n, dtype=bool)
+            whole = self._exact_whole
+            return float(whole["latency"][off].min()), float(whole["bandwidth"][off].max())
         counts = np.bincount(self.site, minlength=self.k)
         present = counts > 0
         pairs = present[:, None] & present[None, :]
@@ -411,9 +444,20 @@ class SiteLinks:
     ) -> tuple[np.ndarray, np.ndarray]:
         """(lowest α, highest β) between the machines `nodes` of every two groups 0..k−1
         (`labels[i]`: the group of `nodes[i]`); a group with itself: 0 and inf, as the dense
-        reduction over a matrix with its diagonal gives. O(u²) for u (site, group) pairs."""
+        reduction over a matrix with its diagonal gives. O(u²) for u (site, group) pairs; on
+        an `exact` store, the dense model's reduction over its block (`hulk.cost`)."""
         nodes = np.asarray(nodes, np.int64)
         labels = np.asarray(labels, np.int64)
+        if self.exact:
+            whole = self._exact_whole
+            order = np.argsort(labels, kind="stable")
+            starts = np.searchsorted(labels[order], np.arange(k))
+            rows, cols = nodes[order][:, None], nodes[order][None, :]
+            reduced = []
+            for table, reduce in (("latency", np.minimum), ("bandwidth", np.maximum)):
+                values = reduce.reduceat(whole[table][rows, cols], starts, axis=0)
+                reduced.append(reduce.reduceat(values, starts, axis=1))
+            return reduced[0], reduced[1]
         combo, counts = np.unique(self.site[nodes] * k + labels, return_counts=True)
         sites, groups = np.divmod(combo, k)
         lowest, widest = self._bounds
@@ -446,8 +490,13 @@ class SiteLinks:
         bottleneck spanning tree over their sites, with every machine of a site of several
         reaching at least its nearest machine (`hulk.cost.allreduce_lower_bound` per site).
         Exceptions among the machines only lower α (raise β), so they are taken in per site
-        pair."""
+        pair. An `exact` store bounds over its block's pairs, as the dense model does."""
         nodes = np.asarray(nodes, np.int64)
+        if self.exact:
+            grid = np.ix_(nodes, nodes)
+            whole = self._exact_whole
+            latency, bandwidth = whole["latency"][grid], whole["bandwidth"][grid]
+            return bottleneck_tree(latency), -bottleneck_tree(-bandwidth)
         present, counts = np.unique(self.site[nodes], return_counts=True)
         lowest, widest = self._bounds
         lat = lowest[np.ix_(present, present)].copy()
@@ -583,7 +632,7 @@ class SiteLinks:
             keys = new_index[i[keep]] * len(idx) + new_index[j[keep]]
             order = np.argsort(keys)
             keys, lat, bw = keys[order], lat[keep][order], bw[keep][order]
-        return SiteLinks(
+        store = SiteLinks(
             site=self.site[idx],
             latency=self.latency,
             bandwidth=self.bandwidth,
@@ -607,7 +656,13 @@ class SiteLinks:
             core_bandwidth=self.core_bandwidth,
             hop_latency=self.hop_latency,
             hop_bandwidth=self.hop_bandwidth,
+            exact=self.exact,
         )
+        if self.exact:  # relays as in the full fleet: its block's pairs
+            grid = np.ix_(idx, idx)
+            whole = self._exact_whole
+            store.__dict__["_whole_block"] = {table: whole[table][grid] for table in whole}
+        return store
 
     def digest(self) -> bytes:
         """sha256 of the store's arrays (a fleet snapshot without n² bytes)."""
@@ -624,6 +679,10 @@ class SiteLinks:
             self.core_bandwidth,
         ):
             h.update(np.ascontiguousarray(array).tobytes())
+        if self.exact:  # its lookups read every measured pair's own figures: the block's
+            whole = self._exact_whole
+            for table in ("latency", "bandwidth"):
+                h.update(np.ascontiguousarray(whole[table]).tobytes())
         return h.digest()
 
 
@@ -804,7 +863,10 @@ def build_site_links(
     ea, eb = a[odd], b[odd]
     keys = np.concatenate([ea * n + eb, eb * n + ea])
     order = np.argsort(keys)
-    return SiteLinks(
+    # A fleet that fits one block reads the dense model's values: every measured pair its own
+    # figures, relays over them (when that costs no more than the gateway relays).
+    exact = _exact_block(site, a, b, latency_s, bandwidth_Bps) if n <= WHOLE_BLOCK_MAX else None
+    store = SiteLinks(
         site=site,
         latency=latency,
         bandwidth=bandwidth,
@@ -819,7 +881,11 @@ def build_site_links(
         core_bandwidth=figures.core_bandwidth,
         hop_latency=figures.hop_latency,
         hop_bandwidth=figures.hop_bandwidth,
+        exact=exact is not None,
     )
+    if exact is not None:
+        store.__dict__["_whole_block"] = exact
+    return store
 
 
 @dataclass(frozen=True)
@@ -976,3 +1042,188 @@ def _path_narrowest(
         more = cur != start
         pending, cur, start, end = pending[more], cur[more], start[more], end[more]
     return first, last, result, inner
+
+
+# --- exact relays for a fleet that fits one block ---------------------------------------------
+
+# The exact block is built when its estimated work (`_exact_block`) is at most this many
+# elementary steps per machine pair. Measured at 1,000 machines: 32 on 10 sites of 100 (0.09 s
+# of CPU, less than the gateway relays' block), 81 on 20 sites of 50 (670 gateways: 0.24 s,
+# about the dense model's build), 188 on `synthetic-1000` (every machine a gateway: 0.75 s,
+# more than the dense model's build) — that one keeps the gateway relays.
+_EXACT_WORK_PER_PAIR = 100
+# Candidates (rows × gateways × machines) evaluated at once when relaying into a site.
+_EXACT_CHUNK = 1 << 22
+
+
+def _exact_block(
+    site: np.ndarray, a: np.ndarray, b: np.ndarray, latency_s: np.ndarray, bandwidth_Bps: np.ndarray
+) -> dict[str, np.ndarray] | None:
+    """The dense model's (latency, bandwidth, relayed) of every machine pair over the measured
+    pairs (a < b, one row each) — `hulk.cost.Fleet.from_arrays` without its all-pairs search
+    over the machines — or None when that would cost more than the gateway relays
+    (`_EXACT_WORK_PER_PAIR`).
+
+    A *gateway* is a machine with a measured pair in another site. A shortest path from a in
+    site S to b leaves S (if at all) at a first gateway g ∈ S and enters b's site T for the
+    last time at a gateway h ∈ T; before g and after h it stays inside its site. So, with
+    ``d_S`` the shortest paths over a site's own pairs and ``D`` those over the *gateway
+    graph* (gateways; the measured pairs between sites and, per site, ``d_S`` between its
+    gateways), ``dist(a, b) = min(d_S(a, b) if S = T, min_{g, h} d_S(a, g) + D(g, h) + d_T(h, b))``,
+    computed in two stages: ``X(a, h) = min_g d_S(a, g) + D(g, h)``, then
+    ``min_h X(a, h) + d_T(h, b)``. The width is the narrowest measured pair on the chosen path
+    (the first minimum of each stage, as the dense model's one path), the relayed flag every
+    unmeasured pair with a path. O(Σ_S sources_S · pairs_S + gateways · gateway-graph edges +
+    Σ_S size_S · gateways_S · (gateways + machines)) rather than machines × measured pairs: on
+    10 sites of 100 with three pairs per pair of sites, 234 gateways. Pairs a < b read the
+    stages from a's side (the dense model sums from the lower index too); latencies equal the
+    dense model's to rounding (sums grouped otherwise), flags exactly, and widths exactly where
+    the shortest path is unique (on paths of equal latency each search keeps the one its own
+    order meets first, so their widths may differ).
+    """
+    n = len(site)
+    k = int(site.max()) + 1 if n else 0
+    weight = np.maximum(latency_s, 1e-15)  # as the dense model: csgraph ignores zero weights
+    inside = site[a] == site[b]
+    gates = np.unique(np.concatenate([a[~inside], b[~inside]]))
+    gate_of = np.full(n, -1, np.int64)
+    gate_of[gates] = np.arange(len(gates))
+    size = np.bincount(site, minlength=k)
+    by_site = np.argsort(site, kind="stable")
+    starts = np.concatenate([[0], np.cumsum(size)])
+    local = np.empty(n, np.int64)
+    local[by_site] = np.arange(n) - np.repeat(starts[:-1], size)
+    degree = np.bincount(a[inside], minlength=n) + np.bincount(b[inside], minlength=n)
+    # Paths inside a site are needed from its gateways and from machines with an unmeasured
+    # pair in it (a full mesh: from its gateways only).
+    sources = (gate_of >= 0) | (degree < size[site] - 1)
+    per_site_gates = np.bincount(site[gates], minlength=k)
+    pairs_inside = np.bincount(site[a[inside]], minlength=k)
+    gateway_edges = int((~inside).sum()) + int((per_site_gates**2).sum()) // 2
+    work = (
+        3 * len(gates) * gateway_edges
+        + int(np.bincount(site[sources], minlength=k) @ pairs_inside)
+        + int(size @ per_site_gates) * (len(gates) + n)
+    )
+    if work > _EXACT_WORK_PER_PAIR * n * n:
+        return None
+
+    ia, ib, iw, ibw = a[inside], b[inside], weight[inside], bandwidth_Bps[inside]
+    order = np.argsort(site[ia], kind="stable")
+    ia, ib, iw, ibw = ia[order], ib[order], iw[order], ibw[order]
+    edge_start = np.searchsorted(site[ia], np.arange(k + 1))
+    inner: dict[int, tuple[np.ndarray, ...]] = {}  # per site: members, sources, d_S, widths
+    g_a, g_b, g_lat, g_bw = [gate_of[a[~inside]]], [gate_of[b[~inside]]], [weight[~inside]], []
+    g_bw.append(bandwidth_Bps[~inside])
+    for s in range(k):
+        members = by_site[starts[s] : starts[s + 1]]
+        src = members[sources[members]]
+        if not len(src):
+            continue
+        edges = slice(edge_start[s], edge_start[s + 1])
+        la, lb = local[ia[edges]], local[ib[edges]]
+        m = len(members)
+        graph = csr_matrix((iw[edges], (la, lb)), shape=(m, m))
+        dist, pred = shortest_path(
+            graph, method="D", directed=False, indices=local[src], return_predecessors=True
+        )
+        width = np.zeros((m, m))
+        width[la, lb] = width[lb, la] = ibw[edges]
+        rows, cols = np.divmod(np.arange(dist.size), m)
+        narrow = _narrowest(pred, width, rows, cols).reshape(dist.shape)
+        narrow[np.arange(len(src)), local[src]] = np.inf
+        at_gate = np.flatnonzero(gate_of[src] >= 0)
+        inner[s] = (members, src, dist, narrow, at_gate)
+        if len(at_gate) > 1:  # the gateway graph's edges inside the site
+            i, j = np.triu_indices(len(at_gate), 1)
+            far = local[src[at_gate[j]]]
+            lat = dist[at_gate[i], far]
+            some = np.isfinite(lat)
+            g_a.append(gate_of[src[at_gate[i]]][some])
+            g_b.append(gate_of[src[at_gate[j]]][some])
+            g_lat.append(lat[some])
+            g_bw.append(narrow[at_gate[i], far][some])
+    count = len(gates)
+    between, between_bw = np.zeros((0, 0)), np.zeros((0, 0))
+    if count:
+        ga, gb = np.concatenate(g_a), np.concatenate(g_b)
+        glat, gbw = np.concatenate(g_lat), np.concatenate(g_bw)
+        graph = csr_matrix((np.maximum(glat, 1e-15), (ga, gb)), shape=(count, count))
+        between, pred = shortest_path(graph, method="D", directed=False, return_predecessors=True)
+        width = np.zeros((count, count))
+        width[ga, gb] = width[gb, ga] = gbw
+        rows, cols = np.divmod(np.arange(count * count), count)
+        between_bw = _narrowest(pred, width, rows, cols).reshape(count, count)
+        np.fill_diagonal(between_bw, np.inf)
+
+    # Stage 1: from every machine to every gateway, leaving its site at its best gateway.
+    out_lat, out_bw = np.full((n, count), np.inf), np.zeros((n, count))
+    for members, src, dist, narrow, at_gate in inner.values():
+        if len(at_gate):
+            via = gate_of[src[at_gate]]
+            step = max(1, _EXACT_CHUNK // (len(at_gate) * count))
+            for lo in range(0, len(members), step):
+                part = slice(lo, lo + step)
+                out_lat[members[part]], out_bw[members[part]] = _through(
+                    dist[at_gate, part].T, narrow[at_gate, part].T, between[via], between_bw[via]
+                )
+    # Stage 2: into each site at its best gateway, rows a < b only (a's side, as the dense
+    # model), then the site's own paths for its unmeasured pairs.
+    latency, bandwidth = np.full((n, n), np.inf), np.zeros((n, n))
+    for members, src, dist, narrow, at_gate in inner.values():
+        rows_needed = int(members.max())
+        if len(at_gate) and rows_needed:
+            via = gate_of[src[at_gate]]
+            step = max(1, _EXACT_CHUNK // (len(at_gate) * len(members)))
+            for lo in range(0, rows_needed, step):
+                hi = min(lo + step, rows_needed)
+                latency[lo:hi, members], bandwidth[lo:hi, members] = _through(
+                    out_lat[lo:hi, via], out_bw[lo:hi, via], dist[at_gate], narrow[at_gate]
+                )
+        own = np.flatnonzero(degree[src] < len(members) - 1)
+        if len(own):
+            cell = np.ix_(src[own], members)
+            stay = dist[own] <= latency[cell]
+            latency[cell] = np.where(stay, dist[own], latency[cell])
+            bandwidth[cell] = np.where(stay, narrow[own], bandwidth[cell])
+    lower = np.tril_indices(n, -1)
+    latency[lower], bandwidth[lower] = latency.T[lower], bandwidth.T[lower]
+    measured = np.zeros((n, n), bool)
+    measured[a, b] = measured[b, a] = True
+    latency[a, b] = latency[b, a] = latency_s
+    bandwidth[a, b] = bandwidth[b, a] = bandwidth_Bps
+    reach = np.isfinite(latency)
+    bandwidth[~reach] = 0.0
+    relayed = reach & ~measured
+    np.fill_diagonal(latency, 0.0)
+    np.fill_diagonal(bandwidth, np.inf)
+    np.fill_diagonal(relayed, False)
+    return {"latency": latency, "bandwidth": bandwidth, "relayed": relayed}
+
+
+def _narrowest(
+    pred: np.ndarray, width: np.ndarray, rows: np.ndarray, cols: np.ndarray
+) -> np.ndarray:
+    """The narrowest `width` on each predecessor-tree path to ``cols`` from the source of
+    ``pred[rows]`` (inf at the source itself, and where there is no path)."""
+    out = np.full(len(rows), np.inf)
+    pending = np.flatnonzero(pred[rows, cols] >= 0)
+    cur, row = cols[pending], rows[pending]
+    while len(pending):
+        prev = pred[row, cur]
+        out[pending] = np.minimum(out[pending], width[prev, cur])
+        more = pred[row, prev] >= 0
+        pending, cur, row = pending[more], prev[more], row[more]
+    return out
+
+
+def _through(
+    first: np.ndarray, first_bw: np.ndarray, second: np.ndarray, second_bw: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(r, c) ``min_j first[r, j] + second[j, c]`` and the narrower of the two widths at the
+    first j reaching it: one stage of `_exact_block`."""
+    candidates = first.T[:, :, None] + second[:, None, :]
+    lowest = candidates.min(axis=0)
+    best = (candidates == lowest).argmax(axis=0)  # the first minimum (argmin's choice)
+    rows, cols = np.arange(len(first))[:, None], np.arange(second.shape[1])[None, :]
+    return lowest, np.minimum(first_bw[rows, best], second_bw[best, cols])

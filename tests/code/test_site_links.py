@@ -112,7 +112,8 @@ def test_subset_keeps_the_site_figures_and_the_exceptions() -> None:
     assert sub_s.link_extremes == sub_d.link_extremes
 
 
-def test_a_machine_pair_far_from_its_site_pair_is_kept_as_an_exception() -> None:
+def test_a_machine_pair_far_from_its_site_pair_is_kept_as_an_exception(monkeypatch) -> None:
+    monkeypatch.setattr(site_links, "WHOLE_BLOCK_MAX", 0)  # the site tables, not the dense block
     site, i, j, lat, bw = uniform_links([4, 4], seed=2)
     odd = int(np.flatnonzero((i == 1) & (j == 6))[0])
     near = int(np.flatnonzero((i == 2) & (j == 5))[0])
@@ -225,13 +226,15 @@ def test_relays_between_sites_count_each_machines_own_hop_to_its_gateway(monkeyp
     assert ratio.min() > 1 - 0.05 and ratio.max() < 1 + 0.05
 
 
-def test_a_fleet_that_fits_one_block_reads_it_with_the_same_values() -> None:
+def test_a_fleet_that_fits_one_block_reads_it_with_the_same_values(monkeypatch) -> None:
+    # The block of gateway relays, built on first use (the exact block, when it costs more).
+    monkeypatch.setattr(site_links, "_EXACT_WORK_PER_PAIR", -1)
     site, i, j, lat, bw = probed_links([6, 5, 7, 4], pairs_between=3, seed=6)
     n = len(site)
     args = (np.arange(n), np.ones(n), np.ones(n), np.ones(n, bool), i, j, lat, bw)
     fleet = Fleet.from_arrays(*args, sites=site)
     store = fleet.sites
-    assert store is not None and store.whole() is not None
+    assert store is not None and not store.exact and store.whole() is not None
     sliced = [np.asarray(m) for m in (fleet.latency_s, fleet.bandwidth_Bps, fleet.relayed)]
     fresh = Fleet.from_arrays(*args, sites=site).sites  # nothing built: per-site lookups
     assert fresh is not None
@@ -297,7 +300,7 @@ def test_cost_settings_choose_the_model_by_machine_count() -> None:
     assert Settings().cost.site_model == "auto"
 
 
-def test_from_frames_builds_the_site_model_from_the_inventory_places() -> None:
+def test_from_frames_builds_the_site_model_from_the_inventory_places(monkeypatch) -> None:
     inventory = pd.DataFrame(
         {
             "node_id": [0, 1, 2, 3],
@@ -323,7 +326,11 @@ def test_from_frames_builds_the_site_model_from_the_inventory_places() -> None:
     args = (inventory, links, settings.hardware, settings.graph.bandwidth_tiers)
     assert Fleet.from_frames(*args, settings.cost).sites is None  # 4 machines: dense
     fleet = Fleet.from_frames(*args, CostSettings(site_model="sites"))
-    assert fleet.sites is not None and fleet.sites.k == 2
+    assert fleet.sites is not None and fleet.sites.k == 2 and fleet.sites.exact
+    assert fleet.latency_s[1, 2] == pytest.approx(31e-3)  # one block: the dense relay 1-0-2
+    monkeypatch.setattr(site_links, "WHOLE_BLOCK_MAX", 0)
+    fleet = Fleet.from_frames(*args, CostSettings(site_model="sites"))
+    assert fleet.sites is not None and not fleet.sites.exact
     assert fleet.latency_s[1, 2] == pytest.approx(32e-3)  # the median of the two measurements
 
 
@@ -349,3 +356,126 @@ def test_per_site_neighbourhoods_match_the_dense_rows() -> None:
     for count in (3, 20, len(pool) - 1):  # the last: every other machine of the pool
         expected_order = np.argsort(square, axis=1, kind="stable")[:, 1 : count + 1]
         np.testing.assert_array_equal(sites.sites.nearest(pool, count), expected_order)
+
+
+def detour_links(seed: int) -> tuple[np.ndarray, ...]:
+    """(site per machine, link ends i, j, latency, bandwidth) as `bench/bench_scale.py`'s
+    `scale_frames` lays out a fleet: sites on a plane (latency from distance × a random route
+    inflation of 1.3–2.2, plus each machine's last mile), every pair inside a site measured
+    but in site 0 (a third of its pairs: its machines relay through peers), three measured
+    pairs per pair of sites — many machine pairs are fastest through a third site. The pairs
+    inside site 3 are measured alike."""
+    rng = np.random.default_rng(seed)
+    sizes = [9, 12, 7, 12, 10, 8, 11]
+    site = np.repeat(np.arange(len(sizes)), sizes)
+    where = rng.uniform(0.0, 4000.0, (len(sizes), 2))  # km
+    last_mile = rng.uniform(0.1e-3, 1.0e-3, len(site))
+    ends = []
+    for s in range(len(sizes)):
+        members = np.flatnonzero(site == s)
+        i, j = np.triu_indices(len(members), 1)
+        keep = rng.random(len(i)) < (0.35 if s == 0 else 1.0)
+        ends.append((members[i[keep]], members[j[keep]]))
+    for s in range(len(sizes)):
+        for t in range(s + 1, len(sizes)):
+            ends.append(
+                (
+                    rng.choice(np.flatnonzero(site == s), 3),
+                    rng.choice(np.flatnonzero(site == t), 3),
+                )
+            )
+    i = np.concatenate([e[0] for e in ends])
+    j = np.concatenate([e[1] for e in ends])
+    km = np.linalg.norm(where[site[i]] - where[site[j]], axis=1)
+    lat = km / 200.0 * rng.uniform(1.3, 2.2, len(i)) / 1000.0 + last_mile[i] + last_mile[j]
+    tier = np.where(site[i] == site[j], 100e9, 10e9)
+    bw = tier * np.exp(0.3 * rng.standard_normal(len(i))) / 8
+    # Site 3 measured alike (its pairs within any exception ratio of its medians).
+    alike = (site[i] == 3) & (site[j] == 3)
+    lat[alike], bw[alike] = 0.5e-3 * rng.uniform(0.999, 1.001, alike.sum()), 100e9 / 8
+    return site, i, j, lat, bw
+
+
+def test_a_fleet_that_fits_one_block_reads_the_dense_models_relays_through_third_sites(
+    monkeypatch,
+) -> None:
+    site, i, j, lat, bw = detour_links(seed=5)
+    n = len(site)
+    rng = np.random.default_rng(5)
+    args = (
+        np.arange(n),
+        rng.choice([50e12, 120e12, 300e12], n),
+        np.ones(n),
+        np.ones(n, bool),
+        i,
+        j,
+        lat,
+        bw,
+    )
+    dense = Fleet.from_arrays(*args)
+    latency, bandwidth, relayed = (
+        np.asarray(m) for m in (dense.latency_s, dense.bandwidth_Bps, dense.relayed)
+    )
+    # params.yaml's exception ratio: some measured pairs read their site's median in the
+    # site tables, but the block reads every pair as the dense model does.
+    sites = Fleet.from_arrays(*args, sites=site, exception_ratio=1.01)
+    store = sites.sites
+    assert store is not None and store.exact
+    assert store.exceptions < store.measured_pairs
+    np.testing.assert_allclose(np.asarray(sites.latency_s), latency, rtol=1e-12)
+    np.testing.assert_array_equal(np.asarray(sites.bandwidth_Bps), bandwidth)
+    np.testing.assert_array_equal(np.asarray(sites.relayed), relayed)
+    assert sites.latency_s[3, 40] == pytest.approx(latency[3, 40], rel=1e-12)
+    assert sites.bandwidth_Bps[60, 2] == bandwidth[60, 2]
+    # Whole-fleet questions are the dense model's, and a subset keeps the fleet's relays.
+    assert sites.link_extremes == dense.link_extremes
+    everything = np.arange(n)
+    groups = site % 3
+    for nbytes in (1e6, 1e9):
+        assert allreduce_lower_bound(sites, everything, nbytes) == pytest.approx(
+            allreduce_lower_bound(dense, everything, nbytes), rel=1e-12
+        )
+        assert allreduce_group_bound(sites, everything, nbytes, groups) == pytest.approx(
+            allreduce_group_bound(dense, everything, nbytes, groups), rel=1e-12
+        )
+    keep = np.flatnonzero(np.arange(n) % 3 != 2)
+    sub_d, sub_s = dense.subset(keep), sites.subset(keep)
+    np.testing.assert_allclose(np.asarray(sub_s.latency_s), sub_d.latency_s, rtol=1e-12)
+    np.testing.assert_array_equal(np.asarray(sub_s.bandwidth_Bps), sub_d.bandwidth_Bps)
+    assert sub_s.link_extremes == sub_d.link_extremes
+    # The snapshot follows every measured pair, not only the exceptions.
+    moved = lat.copy()
+    moved[0] *= 1.001
+    other = Fleet.from_arrays(*args[:6], moved, bw, sites=site, exception_ratio=1.01)
+    assert fleet_snapshot(other) != fleet_snapshot(sites)
+    # Without the exact block (relays through the site pair's own gateways, site 0's pairs at
+    # its figures) many relayed pairs read otherwise; between the full-mesh sites, slower (but
+    # for site 3's hops at its medians).
+    monkeypatch.setattr(site_links, "_EXACT_WORK_PER_PAIR", -1)
+    gated = Fleet.from_arrays(*args, sites=site, exception_ratio=1.0001)
+    assert gated.sites is not None and not gated.sites.exact
+    meshed = relayed & (site != 0)[:, None] & (site != 0)[None, :]
+    ratio = np.asarray(gated.latency_s)[meshed] / latency[meshed]
+    assert ratio.min() > 1 - 2e-3 and (ratio > 1 + 2e-3).mean() > 0.03
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_exact_block_equals_the_dense_model_on_random_fleets(seed: int) -> None:
+    # Sites of 1–8 machines, any share of their pairs measured inside and between them,
+    # zero latencies now and then; latencies continuous, so every shortest path is unique.
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, 9, int(rng.integers(1, 7)))
+    site = np.repeat(np.arange(len(sizes)), sizes)
+    n = len(site)
+    i, j = np.triu_indices(n, 1)
+    inside = site[i] == site[j]
+    keep = rng.random(len(i)) < np.where(inside, rng.uniform(0, 1), rng.uniform(0, 0.3))
+    i, j = i[keep], j[keep]
+    lat = np.where(rng.random(len(i)) < 0.05, 0.0, rng.uniform(0.1e-3, 50e-3, len(i)))
+    bw = rng.uniform(1e8, 1e10, len(i))
+    args = (np.arange(n), np.ones(n), np.ones(n), np.ones(n, bool), i, j, lat, bw)
+    dense, sites = Fleet.from_arrays(*args), Fleet.from_arrays(*args, sites=site)
+    assert sites.sites is not None and sites.sites.exact
+    np.testing.assert_allclose(np.asarray(sites.latency_s), dense.latency_s, rtol=1e-12)
+    np.testing.assert_array_equal(np.asarray(sites.bandwidth_Bps), dense.bandwidth_Bps)
+    np.testing.assert_array_equal(np.asarray(sites.relayed), dense.relayed)
