@@ -219,6 +219,10 @@ class Fleet:
             if len(sites) != n:
                 raise ValueError(f"{len(sites)} site labels for {n} machines")
             store = build_site_links(sites, a, b, lat, bw, exception_ratio)
+            component = store.component[store.site]
+            if store.exact:  # as its values: the dense model's groups of reachable machines
+                graph = csr_matrix((np.ones(len(a)), (a, b)), shape=(n, n))
+                component = connected_components(graph, directed=False)[1].astype(np.int64)
             return cls(
                 node_ids=node_ids,
                 compute_flops=np.asarray(compute_flops, float),
@@ -227,7 +231,7 @@ class Fleet:
                 latency_s=SiteMatrix(store, "latency"),
                 bandwidth_Bps=SiteMatrix(store, "bandwidth"),
                 relayed=SiteMatrix(store, "relayed"),
-                component=store.component[store.site],
+                component=component,
                 sites=store,
             )
 

@@ -55,8 +55,9 @@ all-pairs search over 1,000 machines and their 49,635 measured pairs. Where near
 machine is a gateway (sampled peers in other sites) that would cost more than the dense
 model's own search, and the store keeps the gateway relays (`_EXACT_WORK_PER_PAIR`). The
 block's whole-fleet answers (extremes, group links, spanning-tree bounds, the planner's sites,
-nearest machines) are the dense model's computations on it, and `Fleet.subset` slices it, as
-the dense model slices its matrices.
+nearest machines) are the dense model's computations on it, the fleet's groups of reachable
+machines are the dense model's (`hulk.cost.Fleet.from_arrays`), and `Fleet.subset` slices it,
+as the dense model slices its matrices.
 """
 
 from __future__ import annotations

@@ -479,3 +479,6 @@ def test_the_exact_block_equals_the_dense_model_on_random_fleets(seed: int) -> N
     np.testing.assert_allclose(np.asarray(sites.latency_s), dense.latency_s, rtol=1e-12)
     np.testing.assert_array_equal(np.asarray(sites.bandwidth_Bps), dense.bandwidth_Bps)
     np.testing.assert_array_equal(np.asarray(sites.relayed), dense.relayed)
+    # The same groups of mutually reachable machines (a site may split into several).
+    pairs = dense.component[:, None] == dense.component[None, :]
+    np.testing.assert_array_equal(sites.component[:, None] == sites.component[None, :], pairs)
