@@ -127,10 +127,13 @@ def gnn_decide(
         sites = site_labels(fleet, settings.planner.site_latency_ms)
     favourite = np.asarray(proba).argmax(axis=1)
     spent: dict[str, float] = {}
+    options = settings.assign
+    regions = options.gnn_site_candidates
+    if int(fleet.active.sum()) > options.gnn_large_fleet:
+        regions = options.gnn_site_candidates_large
 
     def pools_for(rank: int, job: Job, free: np.ndarray) -> list[np.ndarray]:
         with _timed(spent, "grouping"):
-            options = settings.assign
             return candidate_pools(
                 proba[:, rank],
                 favourite == rank,
@@ -140,7 +143,7 @@ def gnn_decide(
                 sites,
                 options.gnn_group_slack,
                 options.gnn_site_slack,
-                options.gnn_site_candidates,
+                regions,
                 settings.planner.max_pool,
             )
 

@@ -291,6 +291,11 @@ class AssignSettings(Section):
     gnn_group_slack: Annotated[float, Field(ge=1.0)] = 1.5
     gnn_site_slack: Annotated[float, Field(ge=1.0)] = 2.0
     gnn_site_candidates: Annotated[int, Field(ge=0)] = 2
+    # On fleets of more than `gnn_large_fleet` active machines, this many site regions instead:
+    # there the planner's search on each pool is most of the decision, and the model's group
+    # and one region keep the plans within a few per cent of the teacher's (bench/bench_gnn.py).
+    gnn_site_candidates_large: Annotated[int, Field(ge=0)] = 1
+    gnn_large_fleet: Annotated[int, Field(ge=1)] = 500
     # After every job is placed, the slowest is offered the idle machines up to this many times.
     gnn_idle_rounds: Annotated[int, Field(ge=0)] = 2
     # On fleets of up to 2 × planner.max_pool active machines, a local search (the teacher's

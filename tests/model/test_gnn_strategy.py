@@ -91,6 +91,16 @@ def test_group_across_an_unreachable_pair_is_rescued_by_a_site_region(settings: 
     outcome = gnn_placements([BIG], split, proba, [0], settings)
     (big,) = outcome.placements
     assert big.status == "placed" and set(big.nodes) in ({0, 1}, {2, 3})
+    # On a fleet counted as large, `gnn_site_candidates_large` regions are tried instead.
+    for machines, status in ((3, "queued"), (4, "placed")):
+        large = {
+            "gnn_group_slack": 1.0,
+            "gnn_large_fleet": machines,
+            "gnn_site_candidates_large": 0,
+        }
+        changed = settings.model_copy(update={"assign": settings.assign.model_copy(update=large)})
+        outcome = gnn_placements([BIG], split, proba, [0], changed)
+        assert outcome.placements[0].status == status, machines
 
 
 def test_the_fastest_candidate_pool_wins(settings: Settings) -> None:
