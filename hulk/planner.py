@@ -105,6 +105,19 @@ _BOTTLENECK_POWER = 16  # path objective Σ (c / c_max)^16: mostly the slowest b
 _GROUP_DENSE_MAX = 1024
 _SITES: weakref.WeakKeyDictionary[Fleet, dict[float, np.ndarray]] = weakref.WeakKeyDictionary()
 _WHOLE: weakref.WeakKeyDictionary[Fleet, Fleet] = weakref.WeakKeyDictionary()
+# Per fleet and job, what the planner's searches share across calls (`_Memo`), and how many
+# entries a fleet's tables may hold together before they are emptied (pure results: any may
+# be dropped; the 4-job mix on 1,000 machines makes about 75,000 in 2,000 evaluations).
+_MEMO: weakref.WeakKeyDictionary[Fleet, dict[Job, _Memo]] = weakref.WeakKeyDictionary()
+_MEMO_LIMIT = 100_000
+_UNBUILT = object()  # not in the memo's table of built recipes
+# Dense fleets: each site's row minima by its members (`_site_rows`), up to this many numbers;
+# every machine's `_NEAR` nearest machines (`_nearest_table`), read in chunks of rows.
+_ROWS: weakref.WeakKeyDictionary[Fleet, dict[bytes, np.ndarray]] = weakref.WeakKeyDictionary()
+_ROWS_LIMIT = 4_000_000
+_NEAR = 64
+_POWER_CHUNK = 64
+_NEAR_TABLES: weakref.WeakKeyDictionary[Fleet, tuple] = weakref.WeakKeyDictionary()
 
 
 # --- reusable helpers -------------------------------------------------------------------------
@@ -179,6 +192,22 @@ def site_labels(fleet: Fleet, latency_ms: float) -> np.ndarray:
 
 
 @dataclass
+class _Sync:
+    """What `_PlanSearch.sync_time` knows of a layout's gradient sync, for later budgets:
+    its rings (S, D) and their sizes in layers, the bound that discards it (shared split: the
+    largest ring bound; else the busiest machine's), the slowest ring found by a search that
+    stopped at its budget (T_dp is at least that) and T_dp once computed."""
+
+    shared: bool
+    holders: np.ndarray
+    sizes: np.ndarray
+    bound: float
+    order: np.ndarray | None = None  # shared split: rings by decreasing bound
+    floor: float = -math.inf
+    exact: float | None = None
+
+
+@dataclass
 class _Layout:
     """D pipelines: fleet indices in stage order and layers per stage (no zero-layer stages)."""
 
@@ -188,6 +217,7 @@ class _Layout:
     # reads them: (R, S) machines and layers per replica and (S, R) machines per stage.
     stacked: tuple[np.ndarray, np.ndarray] | None = None
     holders: np.ndarray | None = None
+    sync: _Sync | None = field(default=None, repr=False, compare=False)
 
     def plan(self) -> Plan:
         replicas = []
@@ -213,6 +243,41 @@ class _LayoutRecipe:
     order: tuple[int, ...]
     kind: str
     replicas: int
+    # Hashed once: a recipe is looked up in the search's sets and the memo's tables, and its
+    # order holds up to `max_pool` machines.
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.order, self.kind, self.replicas)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+
+@dataclass
+class _Memo:
+    """One job's results on one fleet that every planner call may reuse: they depend only on
+    the job, the fleet and their key, never on the call's machine set. The teacher search
+    plans a job thousands of times on groups that differ by a machine or a site, whose
+    candidate sets and layouts are mostly the previous calls' (`plan_job`)."""
+
+    paths: dict[tuple[frozenset[int], bool], np.ndarray] = field(default_factory=dict)
+    splits: dict[bytes, np.ndarray | None] = field(default_factory=dict)
+    # recipe → (layout, its pipeline time), None when the recipe builds no layout
+    built: dict[_LayoutRecipe, tuple[_Layout, float] | None] = field(default_factory=dict)
+
+
+def _memo(fleet: Fleet, job: Job) -> _Memo:
+    """The fleet's `_Memo` of `job`; every job's tables on the fleet are emptied once they
+    hold more than `_MEMO_LIMIT` entries together (about 1–2 kB each)."""
+    per_fleet = _MEMO.setdefault(fleet, {})
+    held = sum(len(m.paths) + len(m.splits) + len(m.built) for m in per_fleet.values())
+    if held > _MEMO_LIMIT:
+        per_fleet.clear()
+    memo = per_fleet.get(job)
+    if memo is None:
+        memo = per_fleet[job] = _Memo()
+    return memo
 
 
 @dataclass
@@ -231,6 +296,7 @@ class _PlanSearch:
     # Water-filled splits by their inputs' bytes: most layouts share pipelines with earlier
     # ones (a prefix, a chunk, a pruned variant), so most splits repeat within one search.
     _splits: dict[bytes, np.ndarray | None] = field(default_factory=dict)
+    _built: dict[_LayoutRecipe, tuple[_Layout, float] | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         job = self.job
@@ -291,10 +357,48 @@ class _PlanSearch:
         pieces one after another (hulk.cost's rule). Cheap lower bounds on each ring (every
         machine has two ring neighbours: α_max ≥ max_i min_j α_ij, β_min ≤ min_i max_j β_ij)
         discard hopeless layouts before any ring is ordered.
+
+        What a call learns (the bounds, the slowest ring found, T_dp itself) stays on the
+        layout (`_Sync`), so a later call with another budget, from this planner call or a
+        later one through the memo, answers as the first computation would without redoing it:
+        with a shared split the answer is T_dp when T_dp and every bound are below the budget
+        and inf otherwise (the rings' running maximum only grows); with different splits, inf
+        when the busiest machine's bound reaches the budget and T_dp otherwise.
         """
         d = len(layout.replicas)
         if d <= 1:
             return 0.0
+        facts = layout.sync
+        if facts is None:
+            facts = layout.sync = self._sync_facts(layout, d)
+        if facts.bound >= budget or facts.floor >= budget:
+            return math.inf
+        if facts.exact is None:
+            scale_a, scale_b = 2.0 * (d - 1), 2.0 * (d - 1) / d * self.grad_per_layer
+            holders, sizes = facts.holders, facts.sizes
+            if facts.order is not None:  # a shared split
+                worst = 0.0
+                for k in facts.order:  # likeliest to exceed the budget first
+                    alpha, beta = ring_bottleneck(self.fleet, holders[k].tolist())
+                    worst = max(worst, scale_a * alpha + scale_b * sizes[k] / beta)
+                    if worst >= budget:
+                        facts.floor = worst
+                        return math.inf
+                facts.exact = worst
+            else:
+                busy: dict[int, float] = {}
+                for row, size in zip(holders.tolist(), sizes.tolist(), strict=True):
+                    alpha, beta = ring_bottleneck(self.fleet, row)
+                    sec = scale_a * alpha + scale_b * size / beta
+                    for node in row:
+                        busy[node] = busy.get(node, 0.0) + sec
+                facts.exact = max(busy.values())
+        if facts.shared and facts.exact >= budget:
+            return math.inf
+        return facts.exact
+
+    def _sync_facts(self, layout: _Layout, d: int) -> _Sync:
+        """The rings of `layout` (D ≥ 2) and their lower bounds (`sync_time`)."""
         first = layout.splits[0]
         head = first.tobytes()  # int64 splits: equal bytes iff equal layers
         shared = layout.holders is not None or all(s.tobytes() == head for s in layout.splits)
@@ -322,28 +426,29 @@ class _PlanSearch:
         beta_ub = np.where(eye, 0.0, bw).max(axis=2).min(axis=1)
         lower = scale_a * alpha_lb + scale_b * sizes / beta_ub
         if shared:
-            if float(lower.max()) >= budget:
-                return math.inf
-            worst = 0.0
-            for k in np.argsort(-lower, kind="stable"):  # likeliest to exceed the budget first
-                alpha, beta = ring_bottleneck(self.fleet, holders[k].tolist())
-                worst = max(worst, scale_a * alpha + scale_b * sizes[k] / beta)
-                if worst >= budget:
-                    return math.inf
-            return worst
+            order = np.argsort(-lower, kind="stable")
+            return _Sync(True, holders, sizes, float(lower.max()), order)
         busy_lb: dict[int, float] = {}
         for row, sec in zip(holders.tolist(), lower.tolist(), strict=True):
             for node in row:
                 busy_lb[node] = busy_lb.get(node, 0.0) + sec
-        if max(busy_lb.values()) >= budget:
-            return math.inf
-        busy: dict[int, float] = {}
-        for row, size in zip(holders.tolist(), sizes.tolist(), strict=True):
-            alpha, beta = ring_bottleneck(self.fleet, row)
-            sec = scale_a * alpha + scale_b * size / beta
-            for node in row:
-                busy[node] = busy.get(node, 0.0) + sec
-        return max(busy.values())
+        return _Sync(False, holders, sizes, max(busy_lb.values()))
+
+    def share(self, memo: _Memo) -> None:
+        """Keep paths, splits and built layouts in `memo`, shared with the job's other calls."""
+        self._paths, self._splits, self._built = memo.paths, memo.splits, memo.built
+
+    def built(self, recipe: _LayoutRecipe) -> tuple[_Layout, float] | None:
+        """`recipe`'s layout and its pipeline time (`build`, `pipeline_time`), remembered."""
+        found = self._built.get(recipe, _UNBUILT)
+        if found is not _UNBUILT:
+            if found is not None:
+                self.evaluations += 1
+            return found  # type: ignore[return-value]
+        layout = self.build(recipe)
+        found = None if layout is None else (layout, self.pipeline_time(layout))
+        self._built[recipe] = found
+        return found
 
     def time(self, layout: _Layout) -> float:
         """Iteration time of `layout` (for tests: equals hulk.cost.iteration_time)."""
@@ -512,21 +617,36 @@ def _balanced_cuts(weight: np.ndarray, d: int) -> list[int] | None:
 
 
 def _site_distances(
-    latency: np.ndarray | SiteMatrix, pool: np.ndarray, site: np.ndarray, k: int
+    fleet: Fleet, pool: np.ndarray, site: np.ndarray, members: Sequence[np.ndarray]
 ) -> np.ndarray:
-    """Single-linkage latency between the `k` sites of `pool` (`site`: 0..k−1 per machine).
+    """Single-linkage latency between the k sites of `pool` (`site`: 0..k−1 per machine,
+    `members`: each site's machines of the pool).
 
-    Rows, then columns, are reduced site by site over the pool sorted by site: O(n²) for n
-    machines, where a loop over sites costs O(k² n). A site-model fleet answers per site.
+    Each site's row minima over the fleet's machines (its nearest member for every machine)
+    are kept per fleet by the site's members (`_site_rows`), so a call whose pool changed in
+    one or two sites reads k × n numbers and reduces them over the pool's columns, site by
+    site: O(k n), where one reduction of the pool × pool block costs O(n²). Minima are exact,
+    so the result is that block's to the bit. A site-model fleet answers per site.
     """
-    if isinstance(latency, SiteMatrix):
-        return latency.links.group_links(pool, site, k)[0]
+    k = len(members)
+    if isinstance(fleet.latency_s, SiteMatrix):
+        return fleet.latency_s.links.group_links(pool, site, k)[0]
     by_site = np.argsort(site, kind="stable")
     starts = np.searchsorted(site[by_site], np.arange(k))
-    ordered = pool[by_site]
-    lat = latency[np.ix_(ordered, ordered)]
-    rows = np.minimum.reduceat(lat, starts, axis=0)  # (k, n): nearest member of each site
-    return np.minimum.reduceat(rows, starts, axis=1)  # (k, k)
+    rows = np.stack([_site_rows(fleet, m) for m in members])  # (k, n)
+    return np.minimum.reduceat(rows[:, pool[by_site]], starts, axis=1)  # (k, k)
+
+
+def _site_rows(fleet: Fleet, members: np.ndarray) -> np.ndarray:
+    """min over `members` of the fleet's latency rows, (n,): remembered per fleet (dense)."""
+    table = _ROWS.setdefault(fleet, {})
+    key = members.tobytes()
+    row = table.get(key)
+    if row is None:
+        if len(table) * fleet.n >= _ROWS_LIMIT:
+            table.clear()
+        row = table[key] = np.asarray(fleet.latency_s)[members].min(axis=0)
+    return row
 
 
 def _candidate_sets(ctx: _PlanSearch, pool: np.ndarray) -> list[np.ndarray]:
@@ -575,7 +695,7 @@ def _site_windows(ctx: _PlanSearch, pool: np.ndarray, add: Callable[[np.ndarray]
     if k > 1 or len(pool) > limit:
         members = [pool[inverse == s] for s in range(k)]
         power = np.array([f[m].sum() for m in members])
-        between = _site_distances(fleet.latency_s, pool, inverse, k)
+        between = _site_distances(fleet, pool, inverse, members)
         seeds = np.argsort(-power, kind="stable")[: settings.seed_sites]
         for seed in seeds:
             chosen = [int(seed)]
@@ -606,10 +726,8 @@ def _machine_windows(ctx: _PlanSearch, pool: np.ndarray, add: Callable[[np.ndarr
         power = fleet.sites.neighbourhood_power(pool, size, f)
         lat: np.ndarray | _PoolRows = _PoolRows(fleet, pool)
     else:
-        square = fleet.latency_s[np.ix_(pool, pool)]
-        neighbourhood = np.partition(square, size - 1, axis=1)[:, size - 1 : size]
-        power = np.where(square <= neighbourhood, f[pool][None, :], 0.0).sum(axis=1)
-        lat = square
+        power = _neighbourhood_power(fleet, pool, size)
+        lat = _PoolRows(fleet, pool)
     homes = np.zeros(len(pool), bool)  # machines in the home city of a seed taken so far
     taken = 0
     for seed in np.argsort(-power, kind="stable").tolist():
@@ -640,6 +758,74 @@ def _machine_windows(ctx: _PlanSearch, pool: np.ndarray, add: Callable[[np.ndarr
                 break
 
 
+def _neighbourhood_power(fleet: Fleet, pool: np.ndarray, size: int) -> np.ndarray:
+    """Per machine of `pool` (dense fleet): the compute of the pool's machines within its
+    `size`-th lowest latency in the pool (itself included, ties all in):
+    ``where(L <= kth(L), F, 0).sum(axis=1)`` over the pool × pool latency block L.
+
+    From its second call on a fleet, the `_NEAR` nearest machines of every machine
+    (`_nearest_table`) give most rows' threshold and members without the block; a row whose
+    threshold they cannot prove (too few of the pool among them) reads its block row. The
+    sums are taken over the same rows of zeros and computes, a chunk of rows at a time, so
+    they are the block's to the bit."""
+    latency = np.asarray(fleet.latency_s)
+    compute = fleet.compute_flops[pool]
+    p = len(pool)
+    table = _nearest_table(fleet) if p > 2 * _NEAR and size <= _NEAR // 2 else None
+    if table is None:
+        square = latency[np.ix_(pool, pool)]
+        neighbourhood = np.partition(square, size - 1, axis=1)[:, size - 1 : size]
+        return np.where(square <= neighbourhood, compute[None, :], 0.0).sum(axis=1)
+    near, values, edge = table
+    position = np.full(fleet.n, -1, np.int64)
+    position[pool] = np.arange(p)
+    cols = position[near[pool]]  # (p, _NEAR): pool position of each near machine, −1: not in
+    vals = np.where(cols >= 0, values[pool], np.inf)
+    threshold = np.partition(vals, size - 1, axis=1)[:, size - 1 : size]
+    # Machines beyond the table are no nearer than its farthest: a threshold below that is
+    # the pool row's, and the table holds every machine within it.
+    proven = threshold[:, 0] < edge[pool]
+    power = np.empty(p)
+    chunk = np.zeros((min(p, _POWER_CHUNK), p))
+    for start in range(0, p, _POWER_CHUNK):
+        rows = np.arange(start, min(start + _POWER_CHUNK, p))
+        block = chunk[: len(rows)]
+        sure = rows[proven[rows]]
+        hit_row, hit = np.nonzero(vals[sure] <= threshold[sure])
+        hit_col = cols[sure[hit_row], hit]
+        block[sure[hit_row] - start, hit_col] = compute[hit_col]
+        other = rows[~proven[rows]]
+        if len(other):
+            square = latency[np.ix_(pool[other], pool)]
+            neighbourhood = np.partition(square, size - 1, axis=1)[:, size - 1 : size]
+            block[other - start] = np.where(square <= neighbourhood, compute[None, :], 0.0)
+        power[rows] = block.sum(axis=1)
+        block[sure[hit_row] - start, hit_col] = 0.0
+        block[other - start] = 0.0
+    return power
+
+
+def _nearest_table(fleet: Fleet) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Every machine's `_NEAR` lowest-latency machines (any order), their latencies and the
+    largest of those (dense fleet); None on a fleet's first call (a group's fleet, planned
+    once, would not repay the table's O(n²))."""
+    if fleet.n <= _NEAR:
+        return None
+    found = _NEAR_TABLES.get(fleet)
+    if found is None:
+        _NEAR_TABLES[fleet] = ()
+        return None
+    if not found:
+        latency = np.asarray(fleet.latency_s)
+        near = np.empty((fleet.n, _NEAR), np.int64)
+        for start in range(0, fleet.n, _POWER_CHUNK):  # bounded scratch memory
+            part = latency[start : start + _POWER_CHUNK]
+            near[start : start + len(part)] = np.argpartition(part, _NEAR - 1, axis=1)[:, :_NEAR]
+        values = np.take_along_axis(latency, near, axis=1)
+        found = _NEAR_TABLES[fleet] = (near, values, values.max(axis=1))
+    return found
+
+
 @dataclass
 class _PoolRows:
     """Latency rows of a pool gathered one machine at a time (``rows[i]``: pool position i)."""
@@ -665,13 +851,16 @@ def _evaluate(ctx: _PlanSearch, recipes: list[_LayoutRecipe], best: _BestLayout)
     the gradient rings of the others are only ordered while they can still win.
     """
     staged = []
+    seen = ctx.seen
     for position, recipe in enumerate(recipes):
-        if recipe in ctx.seen:
+        before = len(seen)
+        seen.add(recipe)
+        if len(seen) == before:  # seen earlier in this call
             continue
-        ctx.seen.add(recipe)
-        layout = ctx.build(recipe)
-        if layout is not None:
-            staged.append((ctx.pipeline_time(layout), position, recipe, layout))
+        found = ctx.built(recipe)
+        if found is not None:
+            layout, pipeline = found
+            staged.append((pipeline, position, recipe, layout))
     staged.sort(key=lambda entry: (entry[0], entry[1]))
     improved = False
     for pipeline, _, recipe, layout in staged:
@@ -892,6 +1081,7 @@ def plan_job(
             cost = iteration_time(job, fleet, plan)
         return plan, cost
     ctx = _PlanSearch(job, fleet, settings)
+    ctx.share(_memo(fleet, job))
     pools = _reachable_pools(ctx, nodes)
     if isinstance(pools, Cost):
         return None, pools
