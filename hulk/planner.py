@@ -265,14 +265,24 @@ class _Memo:
     splits: dict[bytes, np.ndarray | None] = field(default_factory=dict)
     # recipe → (layout, its pipeline time), None when the recipe builds no layout
     built: dict[_LayoutRecipe, tuple[_Layout, float] | None] = field(default_factory=dict)
+    # (settings, candidate sets) → `_search`'s best (seconds, layout, recipe): a call whose
+    # pool changed where no candidate set reaches makes the same search
+    searches: dict[tuple[str, bytes], tuple[float, _Layout | None, _LayoutRecipe | None]] = field(
+        default_factory=dict
+    )
+    # recipe of a best layout → its plan and `hulk.cost.iteration_time`
+    results: dict[_LayoutRecipe, tuple[Plan, Cost]] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        tables = (self.paths, self.splits, self.built, self.searches, self.results)
+        return sum(len(table) for table in tables)
 
 
 def _memo(fleet: Fleet, job: Job) -> _Memo:
     """The fleet's `_Memo` of `job`; every job's tables on the fleet are emptied once they
     hold more than `_MEMO_LIMIT` entries together (about 1–2 kB each)."""
     per_fleet = _MEMO.setdefault(fleet, {})
-    held = sum(len(m.paths) + len(m.splits) + len(m.built) for m in per_fleet.values())
-    if held > _MEMO_LIMIT:
+    if sum(len(m) for m in per_fleet.values()) > _MEMO_LIMIT:
         per_fleet.clear()
     memo = per_fleet.get(job)
     if memo is None:
@@ -785,23 +795,30 @@ def _neighbourhood_power(fleet: Fleet, pool: np.ndarray, size: int) -> np.ndarra
     # Machines beyond the table are no nearer than its farthest: a threshold below that is
     # the pool row's, and the table holds every machine within it.
     proven = threshold[:, 0] < edge[pool]
+    hit_row, hit = np.nonzero(proven[:, None] & (vals <= threshold))  # row-major: rows sorted
+    hit_col = cols[hit_row, hit]
+    hit_value = compute[hit_col]
+    other = np.flatnonzero(~proven)
+    if len(other):
+        square = latency[np.ix_(pool[other], pool)]
+        neighbourhood = np.partition(square, size - 1, axis=1)[:, size - 1 : size]
+        other_rows = np.where(square <= neighbourhood, compute[None, :], 0.0)
+    bounds = np.searchsorted(hit_row, np.arange(0, p + _POWER_CHUNK, _POWER_CHUNK))
+    other_bounds = np.searchsorted(other, np.arange(0, p + _POWER_CHUNK, _POWER_CHUNK))
     power = np.empty(p)
     chunk = np.zeros((min(p, _POWER_CHUNK), p))
-    for start in range(0, p, _POWER_CHUNK):
-        rows = np.arange(start, min(start + _POWER_CHUNK, p))
-        block = chunk[: len(rows)]
-        sure = rows[proven[rows]]
-        hit_row, hit = np.nonzero(vals[sure] <= threshold[sure])
-        hit_col = cols[sure[hit_row], hit]
-        block[sure[hit_row] - start, hit_col] = compute[hit_col]
-        other = rows[~proven[rows]]
-        if len(other):
-            square = latency[np.ix_(pool[other], pool)]
-            neighbourhood = np.partition(square, size - 1, axis=1)[:, size - 1 : size]
-            block[other - start] = np.where(square <= neighbourhood, compute[None, :], 0.0)
-        power[rows] = block.sum(axis=1)
-        block[sure[hit_row] - start, hit_col] = 0.0
-        block[other - start] = 0.0
+    for index, start in enumerate(range(0, p, _POWER_CHUNK)):
+        block = chunk[: min(_POWER_CHUNK, p - start)]
+        hits = slice(bounds[index], bounds[index + 1])
+        rows, columns = hit_row[hits] - start, hit_col[hits]
+        block[rows, columns] = hit_value[hits]
+        unproven = slice(other_bounds[index], other_bounds[index + 1])
+        if unproven.start < unproven.stop:
+            block[other[unproven] - start] = other_rows[unproven]
+        power[start : start + len(block)] = block.sum(axis=1)
+        block[rows, columns] = 0.0
+        if unproven.start < unproven.stop:
+            block[other[unproven] - start] = 0.0
     return power
 
 
@@ -1081,16 +1098,27 @@ def plan_job(
             cost = iteration_time(job, fleet, plan)
         return plan, cost
     ctx = _PlanSearch(job, fleet, settings)
-    ctx.share(_memo(fleet, job))
+    memo = _memo(fleet, job)
+    ctx.share(memo)
     pools = _reachable_pools(ctx, nodes)
     if isinstance(pools, Cost):
         return None, pools
     best = _BestLayout()
+    settings_key = settings.model_dump_json()
     for pool in pools:
-        found = _search(ctx, _candidate_sets(ctx, pool))
+        candidates = _candidate_sets(ctx, pool)
+        # Pools are disjoint (components), so no recipe of an earlier pool's search can be
+        # one of this pool's: the search depends on its candidate sets alone.
+        sizes = np.array([len(c) for c in candidates], np.int64)
+        key = (settings_key, sizes.tobytes() + np.concatenate(candidates).tobytes())
+        known = memo.searches.get(key)
+        if known is None:
+            searched = _search(ctx, candidates)
+            known = memo.searches[key] = (searched.seconds, searched.layout, searched.recipe)
+        found = _BestLayout(*known)
         if found.layout is not None and found.seconds < best.seconds:
             best = found
-    return _result(ctx, best)
+    return _result(ctx, best, memo)
 
 
 def _whole_fleet(fleet: Fleet) -> Fleet | None:
@@ -1194,9 +1222,14 @@ def _reachable_pools(
     return pools
 
 
-def _result(ctx: _PlanSearch, best: _BestLayout) -> tuple[Plan | None, Cost]:
-    """The best layout as a plan, timed by `hulk.cost.iteration_time` (the reference)."""
-    if best.layout is None:  # pragma: no cover - a pool that holds the model always has a plan
+def _result(ctx: _PlanSearch, best: _BestLayout, memo: _Memo) -> tuple[Plan | None, Cost]:
+    """The best layout as a plan, timed by `hulk.cost.iteration_time` (the reference);
+    remembered by the layout's recipe, which makes the layout."""
+    # pragma: no cover - a pool that holds the model always has a plan
+    if best.layout is None or best.recipe is None:  # pragma: no cover
         return None, Cost.infeasible(f"{ctx.job.name}: no feasible layout found")
-    plan = best.layout.plan()
-    return plan, iteration_time(ctx.job, ctx.fleet, plan)
+    known = memo.results.get(best.recipe)
+    if known is None:
+        plan = best.layout.plan()
+        known = memo.results[best.recipe] = (plan, iteration_time(ctx.job, ctx.fleet, plan))
+    return known
