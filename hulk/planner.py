@@ -612,18 +612,19 @@ def _balanced_cuts(weight: np.ndarray, d: int) -> list[int] | None:
     before_gap = targets - np.where(after > 0, cum[np.maximum(after - 1, 0)], 0.0)
     after_gap = cum[np.minimum(after, n - 1)] - targets
     nearest = np.where(after_gap < before_gap, after + 1, np.maximum(after, 1))
-    cuts: list[int] = np.clip(nearest, 1, n - 1).tolist()
-    # Strictly increasing: push duplicates forward, then back from the end.
-    for i in range(1, len(cuts)):
-        cuts[i] = max(cuts[i], cuts[i - 1] + 1)
-    for i in range(len(cuts) - 1, -1, -1):
-        limit = n - (len(cuts) - i)
-        cuts[i] = min(cuts[i], limit)
-        if i + 1 < len(cuts):
-            cuts[i] = min(cuts[i], cuts[i + 1] - 1)
-    if cuts and (cuts[0] < 1 or any(b <= a for a, b in itertools.pairwise(cuts))):
+    cuts = np.minimum(np.maximum(nearest, 1), n - 1)  # np.clip costs more on a few numbers
+    # Strictly increasing: push duplicates forward (c_i = max(c_i, c_{i−1} + 1)), then back
+    # from the end (c_i = min(c_i, n − (m − i), c_{i+1} − 1)); as running extremes of c_i − i,
+    # integers throughout.
+    m = len(cuts)
+    if not m:
+        return []
+    step = np.arange(m)
+    cuts = np.maximum.accumulate(cuts - step)
+    cuts = np.minimum(np.minimum.accumulate(cuts[::-1])[::-1], n - m) + step
+    if cuts[0] < 1 or (m > 1 and bool((cuts[1:] <= cuts[:-1]).any())):
         return None
-    return cuts
+    return cuts.tolist()
 
 
 def _site_distances(
@@ -1142,6 +1143,9 @@ def _whole_fleet(fleet: Fleet) -> Fleet | None:
             relayed=whole["relayed"],
             component=fleet.component,
         )
+        # The store clusters a whole block as the dense model clusters the twin's matrix
+        # (`SiteLinks.cluster`): one table of sites for both, computed once.
+        _SITES[twin] = _SITES.setdefault(fleet, {})
     return twin
 
 
