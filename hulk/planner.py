@@ -64,6 +64,16 @@ once (`_whole_fleet`): no group is gathered per call.
 
 Deterministic: no randomness; ties go to the lower machine index. Cost: about 5–20 ms for a
 20-machine set of the paper's fleet, tens of milliseconds for sets of hundreds of machines.
+
+**Across calls** (`_Memo`, per fleet and job): the teacher search plans a job thousands of times
+on groups that differ by a machine or a site, so what depends only on the job and the fleet is
+kept — paths by machine set, splits, each recipe's layout and pipeline time, what its gradient
+sync is known to cost (`_Sync`), each candidate set's path and screening recipes (`_Screen`),
+the variants of a best recipe, the search of each list of candidate sets, the cost of each best
+layout. On a dense fleet the pool × pool latency block is not read either: site distances come
+from each site's row minima, kept by its members, and the neighbourhoods that rank machine-window
+seeds from every machine's nearest machines (`_nearest_table`). Each of these gives the plain
+computation's result to the bit, so the plans are the same with or without them.
 """
 
 from __future__ import annotations
@@ -74,6 +84,7 @@ import math
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -191,7 +202,12 @@ def site_labels(fleet: Fleet, latency_ms: float) -> np.ndarray:
 # --- the planner ------------------------------------------------------------------------------
 
 
-@dataclass
+# The planner's records are slotted classes and tuples: the memo keeps tens of thousands of
+# them, and every full pass of Python's garbage collector visits each tracked object (tuples of
+# numbers and arrays drop out of its lists; a record with a __dict__ is two objects).
+
+
+@dataclass(slots=True)
 class _Sync:
     """What `_PlanSearch.sync_time` knows of a layout's gradient sync, for later budgets:
     its rings (S, D) and their sizes in layers, the bound that discards it (shared split: the
@@ -207,17 +223,18 @@ class _Sync:
     exact: float | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class _Layout:
     """D pipelines: fleet indices in stage order and layers per stage (no zero-layer stages)."""
 
-    replicas: list[np.ndarray]
-    splits: list[np.ndarray]
+    replicas: Sequence[np.ndarray]
+    splits: Sequence[np.ndarray]
     # Layouts of one shared split (columns, dp) keep their arrays stacked, as the evaluator
     # reads them: (R, S) machines and layers per replica and (S, R) machines per stage.
     stacked: tuple[np.ndarray, np.ndarray] | None = None
     holders: np.ndarray | None = None
     sync: _Sync | None = field(default=None, repr=False, compare=False)
+    pipeline: float = field(default=math.nan, repr=False, compare=False)  # `_PlanSearch.built`
 
     def plan(self) -> Plan:
         replicas = []
@@ -236,22 +253,12 @@ class _Layout:
         return np.concatenate(self.replicas)
 
 
-@dataclass(frozen=True)
-class _LayoutRecipe:
+class _LayoutRecipe(NamedTuple):
     """How a layout was built: machine set (path order), layout kind and replica count."""
 
     order: tuple[int, ...]
     kind: str
     replicas: int
-    # Hashed once: a recipe is looked up in the search's sets and the memo's tables, and its
-    # order holds up to `max_pool` machines.
-    _hash: int = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash((self.order, self.kind, self.replicas)))
-
-    def __hash__(self) -> int:
-        return self._hash
 
 
 @dataclass
@@ -261,10 +268,10 @@ class _Memo:
     plans a job thousands of times on groups that differ by a machine or a site, whose
     candidate sets and layouts are mostly the previous calls' (`plan_job`)."""
 
-    paths: dict[tuple[frozenset[int], bool], np.ndarray] = field(default_factory=dict)
+    paths: dict[tuple[bytes, bool], np.ndarray] = field(default_factory=dict)
     splits: dict[bytes, np.ndarray | None] = field(default_factory=dict)
-    # recipe → (layout, its pipeline time), None when the recipe builds no layout
-    built: dict[_LayoutRecipe, tuple[_Layout, float] | None] = field(default_factory=dict)
+    # recipe → its layout (pipeline time set), None when the recipe builds no layout
+    built: dict[_LayoutRecipe, _Layout | None] = field(default_factory=dict)
     # (settings, candidate sets) → `_search`'s best (seconds, layout, recipe): a call whose
     # pool changed where no candidate set reaches makes the same search
     searches: dict[tuple[str, bytes], tuple[float, _Layout | None, _LayoutRecipe | None]] = field(
@@ -272,10 +279,27 @@ class _Memo:
     )
     # recipe of a best layout → its plan and `hulk.cost.iteration_time`
     results: dict[_LayoutRecipe, tuple[Plan, Cost]] = field(default_factory=dict)
+    # (settings, candidate set) → its path, screening recipes and bound (`_PlanSearch.screen`)
+    screens: dict[tuple[str, bytes], _Screen] = field(default_factory=dict)
+    # (settings, best recipe) → its variants (`_prune_moves`)
+    moves: dict[tuple[str, _LayoutRecipe], list[_LayoutRecipe]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         tables = (self.paths, self.splits, self.built, self.searches, self.results)
-        return sum(len(table) for table in tables)
+        return sum(len(table) for table in tables) + len(self.screens) + len(self.moves)
+
+
+@dataclass(slots=True)
+class _Screen:
+    """A candidate set's path, the recipes that screen it (one pipeline on its fastest
+    machines, plain data parallelism), the compute bound on its iteration time, and the
+    recipes it gets when chosen (`full`, made on first use)."""
+
+    path: np.ndarray
+    singles: list[_LayoutRecipe]
+    dps: list[_LayoutRecipe]
+    bound: float
+    full: list[_LayoutRecipe] | None = None
 
 
 def _memo(fleet: Fleet, job: Job) -> _Memo:
@@ -302,11 +326,14 @@ class _PlanSearch:
     evaluations: int = 0
     seen: set[_LayoutRecipe] = field(default_factory=set)
     _cap: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    _paths: dict[tuple[frozenset[int], bool], np.ndarray] = field(default_factory=dict)
+    _paths: dict[tuple[bytes, bool], np.ndarray] = field(default_factory=dict)
     # Water-filled splits by their inputs' bytes: most layouts share pipelines with earlier
     # ones (a prefix, a chunk, a pruned variant), so most splits repeat within one search.
     _splits: dict[bytes, np.ndarray | None] = field(default_factory=dict)
-    _built: dict[_LayoutRecipe, tuple[_Layout, float] | None] = field(default_factory=dict)
+    _built: dict[_LayoutRecipe, _Layout | None] = field(default_factory=dict)
+    _screens: dict[tuple[str, bytes], _Screen] = field(default_factory=dict)
+    _moves: dict[tuple[str, _LayoutRecipe], list[_LayoutRecipe]] = field(default_factory=dict)
+    settings_key: str = ""  # keys what depends on the settings in the shared tables
 
     def __post_init__(self) -> None:
         job = self.job
@@ -444,21 +471,54 @@ class _PlanSearch:
                 busy_lb[node] = busy_lb.get(node, 0.0) + sec
         return _Sync(False, holders, sizes, max(busy_lb.values()))
 
-    def share(self, memo: _Memo) -> None:
-        """Keep paths, splits and built layouts in `memo`, shared with the job's other calls."""
+    def share(self, memo: _Memo, settings_key: str) -> None:
+        """Keep paths, splits, built layouts, screens and prune moves in `memo`, shared with
+        the job's other calls; `settings_key` names the settings (`plan_job`)."""
         self._paths, self._splits, self._built = memo.paths, memo.splits, memo.built
+        self._screens, self._moves = memo.screens, memo.moves
+        self.settings_key = settings_key
 
-    def built(self, recipe: _LayoutRecipe) -> tuple[_Layout, float] | None:
-        """`recipe`'s layout and its pipeline time (`build`, `pipeline_time`), remembered."""
+    def screen(self, nodes: np.ndarray) -> _Screen:
+        """The candidate set `nodes`' `_Screen`, remembered by its machines (in their order)."""
+        key = (self.settings_key, nodes.tobytes())
+        found = self._screens.get(key)
+        if found is None:
+            path = self.path(nodes)
+            order = tuple(path.tolist())
+            singles = [_LayoutRecipe(p, "single", 1) for p in _fastest_prefixes(self, path)]
+            dps = [_LayoutRecipe(order, "dp", d) for d in self.replica_counts(nodes) if d > 1]
+            bound = self.job.flops_per_iteration / float(self.fleet.compute_flops[nodes].sum())
+            found = self._screens[key] = _Screen(path, singles, dps, bound)
+        return found
+
+    def full(self, nodes: np.ndarray, screen: _Screen) -> list[_LayoutRecipe]:
+        """Every layout of a chosen candidate set: one pipeline on the fastest machines of its
+        bottleneck path, D pipelines in chunks and in columns for each degree D ≥ 2."""
+        if screen.full is None:
+            recipes: list[_LayoutRecipe] = []
+            if len(nodes) > 3:
+                narrow = self.path(nodes, bottleneck=True)
+                recipes += [_LayoutRecipe(p, "single", 1) for p in _fastest_prefixes(self, narrow)]
+            order = tuple(screen.path.tolist())
+            for d in self.replica_counts(nodes):
+                if d > 1:
+                    recipes += [_LayoutRecipe(order, kind, d) for kind in ("chunks", "columns")]
+            screen.full = recipes
+        return screen.full
+
+    def built(self, recipe: _LayoutRecipe) -> _Layout | None:
+        """`recipe`'s layout with its pipeline time set (`build`, `pipeline_time`),
+        remembered."""
         found = self._built.get(recipe, _UNBUILT)
         if found is not _UNBUILT:
             if found is not None:
                 self.evaluations += 1
             return found  # type: ignore[return-value]
         layout = self.build(recipe)
-        found = None if layout is None else (layout, self.pipeline_time(layout))
-        self._built[recipe] = found
-        return found
+        if layout is not None:
+            layout.pipeline = self.pipeline_time(layout)
+        self._built[recipe] = layout
+        return layout
 
     def time(self, layout: _Layout) -> float:
         """Iteration time of `layout` (for tests: equals hulk.cost.iteration_time)."""
@@ -487,10 +547,10 @@ class _PlanSearch:
         the sum of their 16th powers (relative to the largest), i.e. chiefly the slowest boundary,
         which a long pipeline pays once per micro-batch.
         """
-        key = (frozenset(nodes.tolist()), bottleneck)
+        nodes = np.sort(np.asarray(nodes, np.int64))
+        key = (nodes.tobytes(), bottleneck)  # the set's machines (distinct), ascending
         cached = self._paths.get(key)
         if cached is None:
-            nodes = np.sort(nodes)
             pairs = np.ix_(nodes, nodes)
             lat, bw = self.fleet.latency_s[pairs], self.fleet.bandwidth_Bps[pairs]
             cost = 2.0 * (lat + self.job.activation_bytes / bw)
@@ -524,7 +584,7 @@ class _PlanSearch:
             keep = layers > 0
             replicas.append(nodes[keep])
             splits.append(layers[keep])
-        return _Layout(replicas, splits)
+        return _Layout(tuple(replicas), tuple(splits))
 
     def _chunks(self, order: np.ndarray, d: int) -> _Layout | None:
         n = len(order)
@@ -561,8 +621,8 @@ class _PlanSearch:
         grid, layers = grid[keep], layers[keep]
         by_replica = np.ascontiguousarray(grid.T)
         return _Layout(
-            list(by_replica),
-            [layers] * d,
+            tuple(by_replica),
+            (layers,) * d,
             stacked=(by_replica, np.repeat(layers[None, :], d, axis=0)),
             holders=grid,
         )
@@ -575,8 +635,8 @@ class _PlanSearch:
         whole = np.array([self.job.layers], np.int64)
         by_replica = fastest[:, None]
         return _Layout(
-            list(by_replica),
-            [whole] * d,
+            tuple(by_replica),
+            (whole,) * d,
             stacked=(by_replica, np.full((d, 1), self.job.layers, np.int64)),
             holders=fastest[None, :],
         )
@@ -875,10 +935,9 @@ def _evaluate(ctx: _PlanSearch, recipes: list[_LayoutRecipe], best: _BestLayout)
         seen.add(recipe)
         if len(seen) == before:  # seen earlier in this call
             continue
-        found = ctx.built(recipe)
-        if found is not None:
-            layout, pipeline = found
-            staged.append((pipeline, position, recipe, layout))
+        layout = ctx.built(recipe)
+        if layout is not None:
+            staged.append((layout.pipeline, position, recipe, layout))
     staged.sort(key=lambda entry: (entry[0], entry[1]))
     improved = False
     for pipeline, _, recipe, layout in staged:
@@ -914,42 +973,35 @@ def _search(ctx: _PlanSearch, candidates: Sequence[np.ndarray]) -> _BestLayout:
     best = _BestLayout()
     screened = []
     for position, nodes in enumerate(candidates):
-        path = ctx.path(nodes)
-        order = tuple(path.tolist())
+        screen = ctx.screen(nodes)
         single, plain = _BestLayout(), _BestLayout()
-        _evaluate(
-            ctx, [_LayoutRecipe(p, "single", 1) for p in _fastest_prefixes(ctx, path)], single
-        )
-        dp = [_LayoutRecipe(order, "dp", d) for d in ctx.replica_counts(nodes) if d > 1]
-        _evaluate(ctx, dp, plain)
+        _evaluate(ctx, screen.singles, single)
+        _evaluate(ctx, screen.dps, plain)
         for quick in (single, plain):
             if quick.seconds < best.seconds:
                 best.seconds, best.layout, best.recipe = quick.seconds, quick.layout, quick.recipe
-        bound = ctx.job.flops_per_iteration / float(ctx.fleet.compute_flops[nodes].sum())
-        screened.append((single.seconds, plain.seconds, bound, position, nodes, path))
+        screened.append((single.seconds, plain.seconds, screen.bound, position, nodes, screen))
     # The most promising sets by pipeline time, and half as many by data-parallel time.
     keep = ctx.settings.full_sets
     chosen = sorted(screened, key=lambda e: (e[0], e[2], e[3]))[:keep]
     chosen += sorted(screened, key=lambda e: (e[1], e[2], e[3]))[: keep // 2]
     recipes: list[_LayoutRecipe] = []
     done: set[int] = set()
-    for _, _, bound, position, nodes, path in chosen:
+    for _, _, bound, position, nodes, screen in chosen:
         if position in done or bound >= best.seconds:
             continue
         done.add(position)
-        order = tuple(path.tolist())
-        if len(nodes) > 3:
-            narrow = ctx.path(nodes, bottleneck=True)
-            recipes += [_LayoutRecipe(p, "single", 1) for p in _fastest_prefixes(ctx, narrow)]
-        for d in ctx.replica_counts(nodes):
-            if d > 1:
-                recipes += [_LayoutRecipe(order, kind, d) for kind in ("chunks", "columns")]
+        recipes += ctx.full(nodes, screen)
     _evaluate(ctx, recipes, best)
     if best.recipe is None or best.layout is None:  # set together: nothing was feasible
         return best
     sites = site_labels(ctx.fleet, ctx.settings.site_latency_ms)
     for _ in range(ctx.settings.prune_rounds):
-        if not _evaluate(ctx, _prune_moves(ctx, best.recipe, best.layout, sites), best):
+        key = (ctx.settings_key, best.recipe)
+        moves = ctx._moves.get(key)
+        if moves is None:  # the variants depend on the recipe alone (its layout follows)
+            moves = ctx._moves[key] = _prune_moves(ctx, best.recipe, best.layout, sites)
+        if not _evaluate(ctx, moves, best):
             break
     return best
 
@@ -1100,12 +1152,12 @@ def plan_job(
         return plan, cost
     ctx = _PlanSearch(job, fleet, settings)
     memo = _memo(fleet, job)
-    ctx.share(memo)
+    settings_key = settings.model_dump_json()
+    ctx.share(memo, settings_key)
     pools = _reachable_pools(ctx, nodes)
     if isinstance(pools, Cost):
         return None, pools
     best = _BestLayout()
-    settings_key = settings.model_dump_json()
     for pool in pools:
         candidates = _candidate_sets(ctx, pool)
         # Pools are disjoint (components), so no recipe of an earlier pool's search can be
