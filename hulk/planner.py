@@ -64,6 +64,16 @@ once (`_whole_fleet`): no group is gathered per call.
 
 Deterministic: no randomness; ties go to the lower machine index. Cost: about 5–20 ms for a
 20-machine set of the paper's fleet, tens of milliseconds for sets of hundreds of machines.
+
+**Across calls** (`_Memo`, per fleet and job): the teacher search plans a job thousands of times
+on groups that differ by a machine or a site, so what depends only on the job and the fleet is
+kept — paths by machine set, splits, each recipe's layout and pipeline time, what its gradient
+sync is known to cost (`_Sync`), each candidate set's path and screening recipes (`_Screen`),
+the variants of a best recipe, the search of each list of candidate sets, the cost of each best
+layout. On a dense fleet the pool × pool latency block is not read either: site distances come
+from each site's row minima, kept by its members, and the neighbourhoods that rank machine-window
+seeds from every machine's nearest machines (`_nearest_table`). Each of these gives the plain
+computation's result to the bit, so the plans are the same with or without them.
 """
 
 from __future__ import annotations
@@ -74,6 +84,7 @@ import math
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -105,6 +116,19 @@ _BOTTLENECK_POWER = 16  # path objective Σ (c / c_max)^16: mostly the slowest b
 _GROUP_DENSE_MAX = 1024
 _SITES: weakref.WeakKeyDictionary[Fleet, dict[float, np.ndarray]] = weakref.WeakKeyDictionary()
 _WHOLE: weakref.WeakKeyDictionary[Fleet, Fleet] = weakref.WeakKeyDictionary()
+# Per fleet and job, what the planner's searches share across calls (`_Memo`), and how many
+# entries a fleet's tables may hold together before they are emptied (pure results: any may
+# be dropped; the 4-job mix on 1,000 machines makes about 75,000 in 2,000 evaluations).
+_MEMO: weakref.WeakKeyDictionary[Fleet, dict[Job, _Memo]] = weakref.WeakKeyDictionary()
+_MEMO_LIMIT = 100_000
+_UNBUILT = object()  # not in the memo's table of built recipes
+# Dense fleets: each site's row minima by its members (`_site_rows`), up to this many numbers;
+# every machine's `_NEAR` nearest machines (`_nearest_table`), read in chunks of rows.
+_ROWS: weakref.WeakKeyDictionary[Fleet, dict[bytes, np.ndarray]] = weakref.WeakKeyDictionary()
+_ROWS_LIMIT = 4_000_000
+_NEAR = 64
+_POWER_CHUNK = 64
+_NEAR_TABLES: weakref.WeakKeyDictionary[Fleet, tuple] = weakref.WeakKeyDictionary()
 
 
 # --- reusable helpers -------------------------------------------------------------------------
@@ -178,16 +202,39 @@ def site_labels(fleet: Fleet, latency_ms: float) -> np.ndarray:
 # --- the planner ------------------------------------------------------------------------------
 
 
-@dataclass
+# The planner's records are slotted classes and tuples: the memo keeps tens of thousands of
+# them, and every full pass of Python's garbage collector visits each tracked object (tuples of
+# numbers and arrays drop out of its lists; a record with a __dict__ is two objects).
+
+
+@dataclass(slots=True)
+class _Sync:
+    """What `_PlanSearch.sync_time` knows of a layout's gradient sync, for later budgets:
+    its rings (S, D) and their sizes in layers, the bound that discards it (shared split: the
+    largest ring bound; else the busiest machine's), the slowest ring found by a search that
+    stopped at its budget (T_dp is at least that) and T_dp once computed."""
+
+    shared: bool
+    holders: np.ndarray
+    sizes: np.ndarray
+    bound: float
+    order: np.ndarray | None = None  # shared split: rings by decreasing bound
+    floor: float = -math.inf
+    exact: float | None = None
+
+
+@dataclass(slots=True)
 class _Layout:
     """D pipelines: fleet indices in stage order and layers per stage (no zero-layer stages)."""
 
-    replicas: list[np.ndarray]
-    splits: list[np.ndarray]
+    replicas: Sequence[np.ndarray]
+    splits: Sequence[np.ndarray]
     # Layouts of one shared split (columns, dp) keep their arrays stacked, as the evaluator
     # reads them: (R, S) machines and layers per replica and (S, R) machines per stage.
     stacked: tuple[np.ndarray, np.ndarray] | None = None
     holders: np.ndarray | None = None
+    sync: _Sync | None = field(default=None, repr=False, compare=False)
+    pipeline: float = field(default=math.nan, repr=False, compare=False)  # `_PlanSearch.built`
 
     def plan(self) -> Plan:
         replicas = []
@@ -206,13 +253,65 @@ class _Layout:
         return np.concatenate(self.replicas)
 
 
-@dataclass(frozen=True)
-class _LayoutRecipe:
+class _LayoutRecipe(NamedTuple):
     """How a layout was built: machine set (path order), layout kind and replica count."""
 
     order: tuple[int, ...]
     kind: str
     replicas: int
+
+
+@dataclass
+class _Memo:
+    """One job's results on one fleet that every planner call may reuse: they depend only on
+    the job, the fleet and their key, never on the call's machine set. The teacher search
+    plans a job thousands of times on groups that differ by a machine or a site, whose
+    candidate sets and layouts are mostly the previous calls' (`plan_job`)."""
+
+    paths: dict[tuple[bytes, bool], np.ndarray] = field(default_factory=dict)
+    splits: dict[bytes, np.ndarray | None] = field(default_factory=dict)
+    # recipe → its layout (pipeline time set), None when the recipe builds no layout
+    built: dict[_LayoutRecipe, _Layout | None] = field(default_factory=dict)
+    # (settings, candidate sets) → `_search`'s best (seconds, layout, recipe): a call whose
+    # pool changed where no candidate set reaches makes the same search
+    searches: dict[tuple[str, bytes], tuple[float, _Layout | None, _LayoutRecipe | None]] = field(
+        default_factory=dict
+    )
+    # recipe of a best layout → its plan and `hulk.cost.iteration_time`
+    results: dict[_LayoutRecipe, tuple[Plan, Cost]] = field(default_factory=dict)
+    # (settings, candidate set) → its path, screening recipes and bound (`_PlanSearch.screen`)
+    screens: dict[tuple[str, bytes], _Screen] = field(default_factory=dict)
+    # (settings, best recipe) → its variants (`_prune_moves`)
+    moves: dict[tuple[str, _LayoutRecipe], list[_LayoutRecipe]] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        tables = (self.paths, self.splits, self.built, self.searches, self.results)
+        return sum(len(table) for table in tables) + len(self.screens) + len(self.moves)
+
+
+@dataclass(slots=True)
+class _Screen:
+    """A candidate set's path, the recipes that screen it (one pipeline on its fastest
+    machines, plain data parallelism), the compute bound on its iteration time, and the
+    recipes it gets when chosen (`full`, made on first use)."""
+
+    path: np.ndarray
+    singles: list[_LayoutRecipe]
+    dps: list[_LayoutRecipe]
+    bound: float
+    full: list[_LayoutRecipe] | None = None
+
+
+def _memo(fleet: Fleet, job: Job) -> _Memo:
+    """The fleet's `_Memo` of `job`; every job's tables on the fleet are emptied once they
+    hold more than `_MEMO_LIMIT` entries together (about 1–2 kB each)."""
+    per_fleet = _MEMO.setdefault(fleet, {})
+    if sum(len(m) for m in per_fleet.values()) > _MEMO_LIMIT:
+        per_fleet.clear()
+    memo = per_fleet.get(job)
+    if memo is None:
+        memo = per_fleet[job] = _Memo()
+    return memo
 
 
 @dataclass
@@ -227,10 +326,14 @@ class _PlanSearch:
     evaluations: int = 0
     seen: set[_LayoutRecipe] = field(default_factory=set)
     _cap: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    _paths: dict[tuple[frozenset[int], bool], np.ndarray] = field(default_factory=dict)
+    _paths: dict[tuple[bytes, bool], np.ndarray] = field(default_factory=dict)
     # Water-filled splits by their inputs' bytes: most layouts share pipelines with earlier
     # ones (a prefix, a chunk, a pruned variant), so most splits repeat within one search.
     _splits: dict[bytes, np.ndarray | None] = field(default_factory=dict)
+    _built: dict[_LayoutRecipe, _Layout | None] = field(default_factory=dict)
+    _screens: dict[tuple[str, bytes], _Screen] = field(default_factory=dict)
+    _moves: dict[tuple[str, _LayoutRecipe], list[_LayoutRecipe]] = field(default_factory=dict)
+    settings_key: str = ""  # keys what depends on the settings in the shared tables
 
     def __post_init__(self) -> None:
         job = self.job
@@ -291,10 +394,48 @@ class _PlanSearch:
         pieces one after another (hulk.cost's rule). Cheap lower bounds on each ring (every
         machine has two ring neighbours: α_max ≥ max_i min_j α_ij, β_min ≤ min_i max_j β_ij)
         discard hopeless layouts before any ring is ordered.
+
+        What a call learns (the bounds, the slowest ring found, T_dp itself) stays on the
+        layout (`_Sync`), so a later call with another budget, from this planner call or a
+        later one through the memo, answers as the first computation would without redoing it:
+        with a shared split the answer is T_dp when T_dp and every bound are below the budget
+        and inf otherwise (the rings' running maximum only grows); with different splits, inf
+        when the busiest machine's bound reaches the budget and T_dp otherwise.
         """
         d = len(layout.replicas)
         if d <= 1:
             return 0.0
+        facts = layout.sync
+        if facts is None:
+            facts = layout.sync = self._sync_facts(layout, d)
+        if facts.bound >= budget or facts.floor >= budget:
+            return math.inf
+        if facts.exact is None:
+            scale_a, scale_b = 2.0 * (d - 1), 2.0 * (d - 1) / d * self.grad_per_layer
+            holders, sizes = facts.holders, facts.sizes
+            if facts.order is not None:  # a shared split
+                worst = 0.0
+                for k in facts.order:  # likeliest to exceed the budget first
+                    alpha, beta = ring_bottleneck(self.fleet, holders[k].tolist())
+                    worst = max(worst, scale_a * alpha + scale_b * sizes[k] / beta)
+                    if worst >= budget:
+                        facts.floor = worst
+                        return math.inf
+                facts.exact = worst
+            else:
+                busy: dict[int, float] = {}
+                for row, size in zip(holders.tolist(), sizes.tolist(), strict=True):
+                    alpha, beta = ring_bottleneck(self.fleet, row)
+                    sec = scale_a * alpha + scale_b * size / beta
+                    for node in row:
+                        busy[node] = busy.get(node, 0.0) + sec
+                facts.exact = max(busy.values())
+        if facts.shared and facts.exact >= budget:
+            return math.inf
+        return facts.exact
+
+    def _sync_facts(self, layout: _Layout, d: int) -> _Sync:
+        """The rings of `layout` (D ≥ 2) and their lower bounds (`sync_time`)."""
         first = layout.splits[0]
         head = first.tobytes()  # int64 splits: equal bytes iff equal layers
         shared = layout.holders is not None or all(s.tobytes() == head for s in layout.splits)
@@ -322,28 +463,62 @@ class _PlanSearch:
         beta_ub = np.where(eye, 0.0, bw).max(axis=2).min(axis=1)
         lower = scale_a * alpha_lb + scale_b * sizes / beta_ub
         if shared:
-            if float(lower.max()) >= budget:
-                return math.inf
-            worst = 0.0
-            for k in np.argsort(-lower, kind="stable"):  # likeliest to exceed the budget first
-                alpha, beta = ring_bottleneck(self.fleet, holders[k].tolist())
-                worst = max(worst, scale_a * alpha + scale_b * sizes[k] / beta)
-                if worst >= budget:
-                    return math.inf
-            return worst
+            order = np.argsort(-lower, kind="stable")
+            return _Sync(True, holders, sizes, float(lower.max()), order)
         busy_lb: dict[int, float] = {}
         for row, sec in zip(holders.tolist(), lower.tolist(), strict=True):
             for node in row:
                 busy_lb[node] = busy_lb.get(node, 0.0) + sec
-        if max(busy_lb.values()) >= budget:
-            return math.inf
-        busy: dict[int, float] = {}
-        for row, size in zip(holders.tolist(), sizes.tolist(), strict=True):
-            alpha, beta = ring_bottleneck(self.fleet, row)
-            sec = scale_a * alpha + scale_b * size / beta
-            for node in row:
-                busy[node] = busy.get(node, 0.0) + sec
-        return max(busy.values())
+        return _Sync(False, holders, sizes, max(busy_lb.values()))
+
+    def share(self, memo: _Memo, settings_key: str) -> None:
+        """Keep paths, splits, built layouts, screens and prune moves in `memo`, shared with
+        the job's other calls; `settings_key` names the settings (`plan_job`)."""
+        self._paths, self._splits, self._built = memo.paths, memo.splits, memo.built
+        self._screens, self._moves = memo.screens, memo.moves
+        self.settings_key = settings_key
+
+    def screen(self, nodes: np.ndarray) -> _Screen:
+        """The candidate set `nodes`' `_Screen`, remembered by its machines (in their order)."""
+        key = (self.settings_key, nodes.tobytes())
+        found = self._screens.get(key)
+        if found is None:
+            path = self.path(nodes)
+            order = tuple(path.tolist())
+            singles = [_LayoutRecipe(p, "single", 1) for p in _fastest_prefixes(self, path)]
+            dps = [_LayoutRecipe(order, "dp", d) for d in self.replica_counts(nodes) if d > 1]
+            bound = self.job.flops_per_iteration / float(self.fleet.compute_flops[nodes].sum())
+            found = self._screens[key] = _Screen(path, singles, dps, bound)
+        return found
+
+    def full(self, nodes: np.ndarray, screen: _Screen) -> list[_LayoutRecipe]:
+        """Every layout of a chosen candidate set: one pipeline on the fastest machines of its
+        bottleneck path, D pipelines in chunks and in columns for each degree D ≥ 2."""
+        if screen.full is None:
+            recipes: list[_LayoutRecipe] = []
+            if len(nodes) > 3:
+                narrow = self.path(nodes, bottleneck=True)
+                recipes += [_LayoutRecipe(p, "single", 1) for p in _fastest_prefixes(self, narrow)]
+            order = tuple(screen.path.tolist())
+            for d in self.replica_counts(nodes):
+                if d > 1:
+                    recipes += [_LayoutRecipe(order, kind, d) for kind in ("chunks", "columns")]
+            screen.full = recipes
+        return screen.full
+
+    def built(self, recipe: _LayoutRecipe) -> _Layout | None:
+        """`recipe`'s layout with its pipeline time set (`build`, `pipeline_time`),
+        remembered."""
+        found = self._built.get(recipe, _UNBUILT)
+        if found is not _UNBUILT:
+            if found is not None:
+                self.evaluations += 1
+            return found  # type: ignore[return-value]
+        layout = self.build(recipe)
+        if layout is not None:
+            layout.pipeline = self.pipeline_time(layout)
+        self._built[recipe] = layout
+        return layout
 
     def time(self, layout: _Layout) -> float:
         """Iteration time of `layout` (for tests: equals hulk.cost.iteration_time)."""
@@ -372,10 +547,10 @@ class _PlanSearch:
         the sum of their 16th powers (relative to the largest), i.e. chiefly the slowest boundary,
         which a long pipeline pays once per micro-batch.
         """
-        key = (frozenset(nodes.tolist()), bottleneck)
+        nodes = np.sort(np.asarray(nodes, np.int64))
+        key = (nodes.tobytes(), bottleneck)  # the set's machines (distinct), ascending
         cached = self._paths.get(key)
         if cached is None:
-            nodes = np.sort(nodes)
             pairs = np.ix_(nodes, nodes)
             lat, bw = self.fleet.latency_s[pairs], self.fleet.bandwidth_Bps[pairs]
             cost = 2.0 * (lat + self.job.activation_bytes / bw)
@@ -409,7 +584,7 @@ class _PlanSearch:
             keep = layers > 0
             replicas.append(nodes[keep])
             splits.append(layers[keep])
-        return _Layout(replicas, splits)
+        return _Layout(tuple(replicas), tuple(splits))
 
     def _chunks(self, order: np.ndarray, d: int) -> _Layout | None:
         n = len(order)
@@ -446,8 +621,8 @@ class _PlanSearch:
         grid, layers = grid[keep], layers[keep]
         by_replica = np.ascontiguousarray(grid.T)
         return _Layout(
-            list(by_replica),
-            [layers] * d,
+            tuple(by_replica),
+            (layers,) * d,
             stacked=(by_replica, np.repeat(layers[None, :], d, axis=0)),
             holders=grid,
         )
@@ -460,8 +635,8 @@ class _PlanSearch:
         whole = np.array([self.job.layers], np.int64)
         by_replica = fastest[:, None]
         return _Layout(
-            list(by_replica),
-            [whole] * d,
+            tuple(by_replica),
+            (whole,) * d,
             stacked=(by_replica, np.full((d, 1), self.job.layers, np.int64)),
             holders=fastest[None, :],
         )
@@ -497,36 +672,52 @@ def _balanced_cuts(weight: np.ndarray, d: int) -> list[int] | None:
     before_gap = targets - np.where(after > 0, cum[np.maximum(after - 1, 0)], 0.0)
     after_gap = cum[np.minimum(after, n - 1)] - targets
     nearest = np.where(after_gap < before_gap, after + 1, np.maximum(after, 1))
-    cuts: list[int] = np.clip(nearest, 1, n - 1).tolist()
-    # Strictly increasing: push duplicates forward, then back from the end.
-    for i in range(1, len(cuts)):
-        cuts[i] = max(cuts[i], cuts[i - 1] + 1)
-    for i in range(len(cuts) - 1, -1, -1):
-        limit = n - (len(cuts) - i)
-        cuts[i] = min(cuts[i], limit)
-        if i + 1 < len(cuts):
-            cuts[i] = min(cuts[i], cuts[i + 1] - 1)
-    if cuts and (cuts[0] < 1 or any(b <= a for a, b in itertools.pairwise(cuts))):
+    cuts = np.minimum(np.maximum(nearest, 1), n - 1)  # np.clip costs more on a few numbers
+    # Strictly increasing: push duplicates forward (c_i = max(c_i, c_{i−1} + 1)), then back
+    # from the end (c_i = min(c_i, n − (m − i), c_{i+1} − 1)); as running extremes of c_i − i,
+    # integers throughout.
+    m = len(cuts)
+    if not m:
+        return []
+    step = np.arange(m)
+    cuts = np.maximum.accumulate(cuts - step)
+    cuts = np.minimum(np.minimum.accumulate(cuts[::-1])[::-1], n - m) + step
+    if cuts[0] < 1 or (m > 1 and bool((cuts[1:] <= cuts[:-1]).any())):
         return None
-    return cuts
+    return cuts.tolist()
 
 
 def _site_distances(
-    latency: np.ndarray | SiteMatrix, pool: np.ndarray, site: np.ndarray, k: int
+    fleet: Fleet, pool: np.ndarray, site: np.ndarray, members: Sequence[np.ndarray]
 ) -> np.ndarray:
-    """Single-linkage latency between the `k` sites of `pool` (`site`: 0..k−1 per machine).
+    """Single-linkage latency between the k sites of `pool` (`site`: 0..k−1 per machine,
+    `members`: each site's machines of the pool).
 
-    Rows, then columns, are reduced site by site over the pool sorted by site: O(n²) for n
-    machines, where a loop over sites costs O(k² n). A site-model fleet answers per site.
+    Each site's row minima over the fleet's machines (its nearest member for every machine)
+    are kept per fleet by the site's members (`_site_rows`), so a call whose pool changed in
+    one or two sites reads k × n numbers and reduces them over the pool's columns, site by
+    site: O(k n), where one reduction of the pool × pool block costs O(n²). Minima are exact,
+    so the result is that block's to the bit. A site-model fleet answers per site.
     """
-    if isinstance(latency, SiteMatrix):
-        return latency.links.group_links(pool, site, k)[0]
+    k = len(members)
+    if isinstance(fleet.latency_s, SiteMatrix):
+        return fleet.latency_s.links.group_links(pool, site, k)[0]
     by_site = np.argsort(site, kind="stable")
     starts = np.searchsorted(site[by_site], np.arange(k))
-    ordered = pool[by_site]
-    lat = latency[np.ix_(ordered, ordered)]
-    rows = np.minimum.reduceat(lat, starts, axis=0)  # (k, n): nearest member of each site
-    return np.minimum.reduceat(rows, starts, axis=1)  # (k, k)
+    rows = np.stack([_site_rows(fleet, m) for m in members])  # (k, n)
+    return np.minimum.reduceat(rows[:, pool[by_site]], starts, axis=1)  # (k, k)
+
+
+def _site_rows(fleet: Fleet, members: np.ndarray) -> np.ndarray:
+    """min over `members` of the fleet's latency rows, (n,): remembered per fleet (dense)."""
+    table = _ROWS.setdefault(fleet, {})
+    key = members.tobytes()
+    row = table.get(key)
+    if row is None:
+        if len(table) * fleet.n >= _ROWS_LIMIT:
+            table.clear()
+        row = table[key] = np.asarray(fleet.latency_s)[members].min(axis=0)
+    return row
 
 
 def _candidate_sets(ctx: _PlanSearch, pool: np.ndarray) -> list[np.ndarray]:
@@ -575,7 +766,7 @@ def _site_windows(ctx: _PlanSearch, pool: np.ndarray, add: Callable[[np.ndarray]
     if k > 1 or len(pool) > limit:
         members = [pool[inverse == s] for s in range(k)]
         power = np.array([f[m].sum() for m in members])
-        between = _site_distances(fleet.latency_s, pool, inverse, k)
+        between = _site_distances(fleet, pool, inverse, members)
         seeds = np.argsort(-power, kind="stable")[: settings.seed_sites]
         for seed in seeds:
             chosen = [int(seed)]
@@ -606,10 +797,8 @@ def _machine_windows(ctx: _PlanSearch, pool: np.ndarray, add: Callable[[np.ndarr
         power = fleet.sites.neighbourhood_power(pool, size, f)
         lat: np.ndarray | _PoolRows = _PoolRows(fleet, pool)
     else:
-        square = fleet.latency_s[np.ix_(pool, pool)]
-        neighbourhood = np.partition(square, size - 1, axis=1)[:, size - 1 : size]
-        power = np.where(square <= neighbourhood, f[pool][None, :], 0.0).sum(axis=1)
-        lat = square
+        power = _neighbourhood_power(fleet, pool, size)
+        lat = _PoolRows(fleet, pool)
     homes = np.zeros(len(pool), bool)  # machines in the home city of a seed taken so far
     taken = 0
     for seed in np.argsort(-power, kind="stable").tolist():
@@ -640,6 +829,81 @@ def _machine_windows(ctx: _PlanSearch, pool: np.ndarray, add: Callable[[np.ndarr
                 break
 
 
+def _neighbourhood_power(fleet: Fleet, pool: np.ndarray, size: int) -> np.ndarray:
+    """Per machine of `pool` (dense fleet): the compute of the pool's machines within its
+    `size`-th lowest latency in the pool (itself included, ties all in):
+    ``where(L <= kth(L), F, 0).sum(axis=1)`` over the pool × pool latency block L.
+
+    From its second call on a fleet, the `_NEAR` nearest machines of every machine
+    (`_nearest_table`) give most rows' threshold and members without the block; a row whose
+    threshold they cannot prove (too few of the pool among them) reads its block row. The
+    sums are taken over the same rows of zeros and computes, a chunk of rows at a time, so
+    they are the block's to the bit."""
+    latency = np.asarray(fleet.latency_s)
+    compute = fleet.compute_flops[pool]
+    p = len(pool)
+    table = _nearest_table(fleet) if p > 2 * _NEAR and size <= _NEAR // 2 else None
+    if table is None:
+        square = latency[np.ix_(pool, pool)]
+        neighbourhood = np.partition(square, size - 1, axis=1)[:, size - 1 : size]
+        return np.where(square <= neighbourhood, compute[None, :], 0.0).sum(axis=1)
+    near, values, edge = table
+    position = np.full(fleet.n, -1, np.int64)
+    position[pool] = np.arange(p)
+    cols = position[near[pool]]  # (p, _NEAR): pool position of each near machine, −1: not in
+    vals = np.where(cols >= 0, values[pool], np.inf)
+    threshold = np.partition(vals, size - 1, axis=1)[:, size - 1 : size]
+    # Machines beyond the table are no nearer than its farthest: a threshold below that is
+    # the pool row's, and the table holds every machine within it.
+    proven = threshold[:, 0] < edge[pool]
+    hit_row, hit = np.nonzero(proven[:, None] & (vals <= threshold))  # row-major: rows sorted
+    hit_col = cols[hit_row, hit]
+    hit_value = compute[hit_col]
+    other = np.flatnonzero(~proven)
+    if len(other):
+        square = latency[np.ix_(pool[other], pool)]
+        neighbourhood = np.partition(square, size - 1, axis=1)[:, size - 1 : size]
+        other_rows = np.where(square <= neighbourhood, compute[None, :], 0.0)
+    bounds = np.searchsorted(hit_row, np.arange(0, p + _POWER_CHUNK, _POWER_CHUNK))
+    other_bounds = np.searchsorted(other, np.arange(0, p + _POWER_CHUNK, _POWER_CHUNK))
+    power = np.empty(p)
+    chunk = np.zeros((min(p, _POWER_CHUNK), p))
+    for index, start in enumerate(range(0, p, _POWER_CHUNK)):
+        block = chunk[: min(_POWER_CHUNK, p - start)]
+        hits = slice(bounds[index], bounds[index + 1])
+        rows, columns = hit_row[hits] - start, hit_col[hits]
+        block[rows, columns] = hit_value[hits]
+        unproven = slice(other_bounds[index], other_bounds[index + 1])
+        if unproven.start < unproven.stop:
+            block[other[unproven] - start] = other_rows[unproven]
+        power[start : start + len(block)] = block.sum(axis=1)
+        block[rows, columns] = 0.0
+        if unproven.start < unproven.stop:
+            block[other[unproven] - start] = 0.0
+    return power
+
+
+def _nearest_table(fleet: Fleet) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Every machine's `_NEAR` lowest-latency machines (any order), their latencies and the
+    largest of those (dense fleet); None on a fleet's first call (a group's fleet, planned
+    once, would not repay the table's O(n²))."""
+    if fleet.n <= _NEAR:
+        return None
+    found = _NEAR_TABLES.get(fleet)
+    if found is None:
+        _NEAR_TABLES[fleet] = ()
+        return None
+    if not found:
+        latency = np.asarray(fleet.latency_s)
+        near = np.empty((fleet.n, _NEAR), np.int64)
+        for start in range(0, fleet.n, _POWER_CHUNK):  # bounded scratch memory
+            part = latency[start : start + _POWER_CHUNK]
+            near[start : start + len(part)] = np.argpartition(part, _NEAR - 1, axis=1)[:, :_NEAR]
+        values = np.take_along_axis(latency, near, axis=1)
+        found = _NEAR_TABLES[fleet] = (near, values, values.max(axis=1))
+    return found
+
+
 @dataclass
 class _PoolRows:
     """Latency rows of a pool gathered one machine at a time (``rows[i]``: pool position i)."""
@@ -665,13 +929,15 @@ def _evaluate(ctx: _PlanSearch, recipes: list[_LayoutRecipe], best: _BestLayout)
     the gradient rings of the others are only ordered while they can still win.
     """
     staged = []
+    seen = ctx.seen
     for position, recipe in enumerate(recipes):
-        if recipe in ctx.seen:
+        before = len(seen)
+        seen.add(recipe)
+        if len(seen) == before:  # seen earlier in this call
             continue
-        ctx.seen.add(recipe)
-        layout = ctx.build(recipe)
+        layout = ctx.built(recipe)
         if layout is not None:
-            staged.append((ctx.pipeline_time(layout), position, recipe, layout))
+            staged.append((layout.pipeline, position, recipe, layout))
     staged.sort(key=lambda entry: (entry[0], entry[1]))
     improved = False
     for pipeline, _, recipe, layout in staged:
@@ -707,42 +973,35 @@ def _search(ctx: _PlanSearch, candidates: Sequence[np.ndarray]) -> _BestLayout:
     best = _BestLayout()
     screened = []
     for position, nodes in enumerate(candidates):
-        path = ctx.path(nodes)
-        order = tuple(path.tolist())
+        screen = ctx.screen(nodes)
         single, plain = _BestLayout(), _BestLayout()
-        _evaluate(
-            ctx, [_LayoutRecipe(p, "single", 1) for p in _fastest_prefixes(ctx, path)], single
-        )
-        dp = [_LayoutRecipe(order, "dp", d) for d in ctx.replica_counts(nodes) if d > 1]
-        _evaluate(ctx, dp, plain)
+        _evaluate(ctx, screen.singles, single)
+        _evaluate(ctx, screen.dps, plain)
         for quick in (single, plain):
             if quick.seconds < best.seconds:
                 best.seconds, best.layout, best.recipe = quick.seconds, quick.layout, quick.recipe
-        bound = ctx.job.flops_per_iteration / float(ctx.fleet.compute_flops[nodes].sum())
-        screened.append((single.seconds, plain.seconds, bound, position, nodes, path))
+        screened.append((single.seconds, plain.seconds, screen.bound, position, nodes, screen))
     # The most promising sets by pipeline time, and half as many by data-parallel time.
     keep = ctx.settings.full_sets
     chosen = sorted(screened, key=lambda e: (e[0], e[2], e[3]))[:keep]
     chosen += sorted(screened, key=lambda e: (e[1], e[2], e[3]))[: keep // 2]
     recipes: list[_LayoutRecipe] = []
     done: set[int] = set()
-    for _, _, bound, position, nodes, path in chosen:
+    for _, _, bound, position, nodes, screen in chosen:
         if position in done or bound >= best.seconds:
             continue
         done.add(position)
-        order = tuple(path.tolist())
-        if len(nodes) > 3:
-            narrow = ctx.path(nodes, bottleneck=True)
-            recipes += [_LayoutRecipe(p, "single", 1) for p in _fastest_prefixes(ctx, narrow)]
-        for d in ctx.replica_counts(nodes):
-            if d > 1:
-                recipes += [_LayoutRecipe(order, kind, d) for kind in ("chunks", "columns")]
+        recipes += ctx.full(nodes, screen)
     _evaluate(ctx, recipes, best)
     if best.recipe is None or best.layout is None:  # set together: nothing was feasible
         return best
     sites = site_labels(ctx.fleet, ctx.settings.site_latency_ms)
     for _ in range(ctx.settings.prune_rounds):
-        if not _evaluate(ctx, _prune_moves(ctx, best.recipe, best.layout, sites), best):
+        key = (ctx.settings_key, best.recipe)
+        moves = ctx._moves.get(key)
+        if moves is None:  # the variants depend on the recipe alone (its layout follows)
+            moves = ctx._moves[key] = _prune_moves(ctx, best.recipe, best.layout, sites)
+        if not _evaluate(ctx, moves, best):
             break
     return best
 
@@ -892,15 +1151,27 @@ def plan_job(
             cost = iteration_time(job, fleet, plan)
         return plan, cost
     ctx = _PlanSearch(job, fleet, settings)
+    memo = _memo(fleet, job)
+    settings_key = settings.model_dump_json()
+    ctx.share(memo, settings_key)
     pools = _reachable_pools(ctx, nodes)
     if isinstance(pools, Cost):
         return None, pools
     best = _BestLayout()
     for pool in pools:
-        found = _search(ctx, _candidate_sets(ctx, pool))
+        candidates = _candidate_sets(ctx, pool)
+        # Pools are disjoint (components), so no recipe of an earlier pool's search can be
+        # one of this pool's: the search depends on its candidate sets alone.
+        sizes = np.array([len(c) for c in candidates], np.int64)
+        key = (settings_key, sizes.tobytes() + np.concatenate(candidates).tobytes())
+        known = memo.searches.get(key)
+        if known is None:
+            searched = _search(ctx, candidates)
+            known = memo.searches[key] = (searched.seconds, searched.layout, searched.recipe)
+        found = _BestLayout(*known)
         if found.layout is not None and found.seconds < best.seconds:
             best = found
-    return _result(ctx, best)
+    return _result(ctx, best, memo)
 
 
 def _whole_fleet(fleet: Fleet) -> Fleet | None:
@@ -924,6 +1195,9 @@ def _whole_fleet(fleet: Fleet) -> Fleet | None:
             relayed=whole["relayed"],
             component=fleet.component,
         )
+        # The store clusters a whole block as the dense model clusters the twin's matrix
+        # (`SiteLinks.cluster`): one table of sites for both, computed once.
+        _SITES[twin] = _SITES.setdefault(fleet, {})
     return twin
 
 
@@ -1004,9 +1278,14 @@ def _reachable_pools(
     return pools
 
 
-def _result(ctx: _PlanSearch, best: _BestLayout) -> tuple[Plan | None, Cost]:
-    """The best layout as a plan, timed by `hulk.cost.iteration_time` (the reference)."""
-    if best.layout is None:  # pragma: no cover - a pool that holds the model always has a plan
+def _result(ctx: _PlanSearch, best: _BestLayout, memo: _Memo) -> tuple[Plan | None, Cost]:
+    """The best layout as a plan, timed by `hulk.cost.iteration_time` (the reference);
+    remembered by the layout's recipe, which makes the layout."""
+    # pragma: no cover - a pool that holds the model always has a plan
+    if best.layout is None or best.recipe is None:  # pragma: no cover
         return None, Cost.infeasible(f"{ctx.job.name}: no feasible layout found")
-    plan = best.layout.plan()
-    return plan, iteration_time(ctx.job, ctx.fleet, plan)
+    known = memo.results.get(best.recipe)
+    if known is None:
+        plan = best.layout.plan()
+        known = memo.results[best.recipe] = (plan, iteration_time(ctx.job, ctx.fleet, plan))
+    return known

@@ -7,13 +7,15 @@ float bits, ties included — so that speeding them up never changes a plan.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from hulk import planner as planner_module
 from hulk import tours
 from hulk.cost import Fleet, micro_batches
 from hulk.jobs import Job
-from hulk.planner import _balanced_cuts, _PlanSearch, _split, layer_capacity
+from hulk.planner import _balanced_cuts, _PlanSearch, _split, layer_capacity, plan_job
 from hulk.settings import PlannerSettings
 from tests.model.test_planner import random_fleet
 
@@ -268,3 +270,89 @@ def test_open_paths_and_rings_match_the_reference() -> None:
         assert tours.open_path(cost).tolist() == reference_open_path(cost).tolist()
         assert tours.ring_tour(cost).tolist() == reference_ring_tour(cost).tolist()
         assert np.array_equal(cost, before)  # the input is left as it was
+
+
+# --- what the planner keeps per fleet and job -------------------------------------------------
+
+
+def _tied_fleet(rng: np.random.Generator, n: int) -> Fleet:
+    """A full mesh of `n` machines in three cities with latencies on a coarse grid (many ties)."""
+    city = rng.integers(0, 3, n)
+    i, j = np.triu_indices(n, 1)
+    near = city[i] == city[j]
+    latency = np.where(near, rng.integers(1, 4, len(i)), rng.integers(20, 24, len(i))) * 1e-3
+    return Fleet.from_arrays(
+        np.arange(n),
+        rng.choice([3.6e13, 2.3e14, 4e14, 1e15], n),
+        rng.choice([0.5, 0.8, 1.2, 2.0], n) * 1e9,
+        np.ones(n, bool),
+        i,
+        j,
+        latency,
+        np.where(near, 1.25e9, 1.25e8),
+    )
+
+
+def test_neighbourhood_power_and_site_distances_match_the_pool_block() -> None:
+    rng = np.random.default_rng(27)
+    fleet = _tied_fleet(rng, 300)
+    sites = planner_module.site_labels(fleet, SETTINGS.site_latency_ms)
+    latency = np.asarray(fleet.latency_s)
+    for trial in range(40):  # the first call has no nearest table, the later ones use it
+        p = int(rng.integers(2, fleet.n + 1))
+        pool = np.sort(rng.choice(fleet.n, p, replace=False))
+        size = int(rng.integers(1, min(p, 40) + 1))
+        block = latency[np.ix_(pool, pool)]
+        kth = np.partition(block, size - 1, axis=1)[:, size - 1 : size]
+        want = np.where(block <= kth, fleet.compute_flops[pool][None, :], 0.0).sum(axis=1)
+        got = planner_module._neighbourhood_power(fleet, pool, size)
+        assert got.tobytes() == want.tobytes(), trial  # the same bits
+        labels, inverse = np.unique(sites[pool], return_inverse=True)
+        members = [pool[inverse == s] for s in range(len(labels))]
+        order = np.argsort(inverse, kind="stable")
+        starts = np.searchsorted(inverse[order], np.arange(len(labels)))
+        rows = np.minimum.reduceat(latency[np.ix_(pool[order], pool[order])], starts, axis=0)
+        expected = np.minimum.reduceat(rows, starts, axis=1)
+        assert np.array_equal(
+            planner_module._site_distances(fleet, pool, inverse, members), expected
+        )
+    assert planner_module._nearest_table(fleet) is not None
+
+
+def test_sync_time_answers_later_budgets_as_a_fresh_computation() -> None:
+    rng = np.random.default_rng(28)
+    checked = 0
+    for _ in range(40):
+        ctx, fleet = _search(rng)
+        usable = np.flatnonzero(fleet.active & (ctx.cap(np.arange(fleet.n)) > 0))
+        usable = usable[fleet.component[usable] == fleet.component[usable[:1]]]
+        if len(usable) < 4:
+            continue
+        for kind in ("chunks", "columns", "dp"):
+            order = tuple(rng.permutation(usable).tolist())
+            d = int(rng.integers(3, 6))  # rings of three or more: their bounds are not exact
+            layout = ctx.build(planner_module._LayoutRecipe(order, kind, d))
+            if layout is None:
+                continue
+            exact = ctx.sync_time(planner_module._Layout(layout.replicas, layout.splits))
+            budgets = [exact * f for f in rng.uniform(0.5, 1.5, 8)] + [exact, math.inf]
+            for budget in rng.permutation(budgets):  # one layout keeps what it learns
+                fresh = planner_module._Layout(list(layout.replicas), list(layout.splits))
+                assert ctx.sync_time(layout, budget) == ctx.sync_time(fresh, budget)
+                checked += 1
+    assert checked > 100
+
+
+def test_plans_with_the_memo_are_the_plans_without_it() -> None:
+    rng = np.random.default_rng(29)
+    fleet = random_fleet(rng, 40)
+    jobs = [Job("twelve", 0.12, 12, 1000, 1000, 48, 2), Job("wide", 0.3, 12, 2000, 512, 64, 4)]
+    calls = []
+    for _ in range(30):  # groups that differ by a few machines, as the teacher's moves make
+        nodes = np.flatnonzero(rng.random(fleet.n) < 0.8)
+        calls.append((jobs[int(rng.integers(0, 2))], nodes))
+    warm = [plan_job(job, fleet, nodes, SETTINGS) for job, nodes in calls]
+    assert planner_module._MEMO[fleet]  # the calls shared their work
+    for (job, nodes), result in zip(calls, warm, strict=True):
+        planner_module._MEMO.pop(fleet, None)
+        assert plan_job(job, fleet, nodes, SETTINGS) == result
