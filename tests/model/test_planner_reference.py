@@ -185,13 +185,18 @@ def _search(rng: np.random.Generator) -> tuple[_PlanSearch, Fleet]:
     return _PlanSearch(job, fleet, SETTINGS), fleet
 
 
+def _usable(ctx: _PlanSearch, fleet: Fleet) -> np.ndarray:
+    """Active machines that hold a layer, reachable from the first of them."""
+    usable = np.flatnonzero(fleet.active & (ctx.cap(np.arange(fleet.n)) > 0))
+    return usable[fleet.component[usable] == fleet.component[usable[:1]]]
+
+
 def test_layouts_and_their_times_match_the_reference_bit_for_bit() -> None:
     rng = np.random.default_rng(24)
     checked = 0
     for _ in range(60):
         ctx, fleet = _search(rng)
-        usable = np.flatnonzero(fleet.active & (ctx.cap(np.arange(fleet.n)) > 0))
-        usable = usable[fleet.component[usable] == fleet.component[usable[:1]]]  # reachable
+        usable = _usable(ctx, fleet)
         if len(usable) < 2:
             continue
         for _ in range(6):
@@ -324,8 +329,7 @@ def test_sync_time_answers_later_budgets_as_a_fresh_computation() -> None:
     checked = 0
     for _ in range(40):
         ctx, fleet = _search(rng)
-        usable = np.flatnonzero(fleet.active & (ctx.cap(np.arange(fleet.n)) > 0))
-        usable = usable[fleet.component[usable] == fleet.component[usable[:1]]]
+        usable = _usable(ctx, fleet)
         if len(usable) < 4:
             continue
         for kind in ("chunks", "columns", "dp"):
