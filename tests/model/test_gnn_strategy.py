@@ -7,7 +7,7 @@ import pytest
 
 from hulk.baselines import best_baseline_seconds
 from hulk.errors import InputError
-from hulk.gnn import gnn_placements
+from hulk.gnn import gnn_decide, gnn_placements
 from hulk.jobs import Job
 from hulk.settings import Settings
 from tests.fleets import fleet_of
@@ -143,9 +143,9 @@ def test_idle_machines_are_offered_to_the_slowest_job(settings: Settings) -> Non
     assert set(alone.nodes) == {0, 1}
     assert len(offered.nodes) > 2
     assert offered.estimate.iteration_s < alone.estimate.iteration_s
-    # Its two machines and the two idle ones are more than one planner search takes (3):
-    # no offer.
-    assert set(placed_with(2, width=3).nodes) == {0, 1}
+    # Its two machines and the two idle ones are more than one planner search takes (2): no
+    # room for an idle one, no offer.
+    assert set(placed_with(2, width=2).nodes) == {0, 1}
 
 
 @pytest.mark.slow
@@ -227,3 +227,30 @@ def test_the_refining_search_rebalances_jobs_the_greedy_pools_starve(settings: S
 
     untouched = gnn_decide([BIG, mid], mixed, proba, [0, 1], narrow)
     assert untouched.refine_s == 0
+
+
+def test_on_a_large_fleet_the_slowest_job_is_offered_the_fastest_idle_machines(
+    settings: Settings,
+) -> None:
+    # Six machines in one site, machine 4 four times as fast; the model puts the small job on
+    # machine 0. With a planner search of 3 machines the idle ones (5) do not fit one search,
+    # so the job is offered its own and the 2 fastest idle ones, and its plan takes machine 4.
+    links = {(i, j): NEAR for i in range(6) for j in range(i + 1, 6)}
+    fleet6 = fleet_of([1e14, 1e14, 1e14, 1e14, 4e14, 1e14], [100.0] * 6, links)
+    proba = np.array([[0.9, 0.1]] + [[0.1, 0.9]] * 5)
+    narrow = settings.model_copy(
+        update={
+            "planner": settings.planner.model_copy(update={"max_pool": 3}),
+            "assign": settings.assign.model_copy(
+                update={"gnn_refine_evaluations": 0, "gnn_site_candidates": 0}
+            ),
+        }
+    )
+    unoffered = narrow.model_copy(
+        update={"assign": narrow.assign.model_copy(update={"gnn_idle_rounds": 0})}
+    )
+    before, before_cost = gnn_decide([SMALL], fleet6, proba, [0], unoffered).plans[0]
+    plan, cost = gnn_decide([SMALL], fleet6, proba, [0], narrow).plans[0]
+    assert 4 not in before.nodes
+    assert 4 in plan.nodes
+    assert cost.iteration_s < before_cost.iteration_s
