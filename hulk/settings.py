@@ -293,8 +293,8 @@ class AssignSettings(Section):
     gnn_site_candidates: Annotated[int, Field(ge=0)] = 2
     # On fleets of more than `gnn_large_fleet` active machines, this many site regions instead:
     # there the planner's search on each pool is most of the decision, so 1 makes the GNN about
-    # 15 % faster, but its plans on 1,000-machine fleets were 1.03–1.29× the teacher's where two
-    # regions gave 1.01–1.11× (bench/README.md): two by default, quality first.
+    # 15 % faster, but its plans on 1,000-machine fleets were up to 1.29× the teacher's where
+    # two regions gave up to 1.11× (bench/README.md): two by default, quality first.
     gnn_site_candidates_large: Annotated[int, Field(ge=0)] = 2
     gnn_large_fleet: Annotated[int, Field(ge=1)] = 500
     # After every job is placed, the slowest is offered the idle machines up to this many times.
