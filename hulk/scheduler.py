@@ -134,6 +134,8 @@ class Schedule:
     makespan_s: float | None  # the last finish, from now
     missed_deadlines: int = 0
     moves: list[str] = field(default_factory=list)
+    # Per running job stopped in this run: why, as its users read it (its decision's reason).
+    stop_notes: dict[str, str] = field(default_factory=dict)
 
     def score(self) -> tuple[float, float, float]:
         return (
@@ -297,16 +299,33 @@ def schedule(
     strategy's plans for the jobs the scheduler starts together: `hulk.stages.scheduling`).
     """
     planner = _Planner(plan_fn, settings.max_plans_per_run, fleet.compute_flops)
+    usable = np.zeros(fleet.n, bool)
+    usable[fleet.active_indices()] = True
+    kept: list[Running] = []
+    displaced: list[Waiting] = []
+    for job in running:
+        planner.learn(job.job, job.plan, job.cost)
+        if _displaced(job, usable):
+            displaced.append(Waiting(job.job, job.remaining, job.submitted_s, previous=job))
+        else:
+            kept.append(job)
     fixed = start_now or {}
     if fixed:
+        held = {n for run in kept for n in run.nodes}
+        for name, (plan, _) in fixed.items():
+            if held & set(plan.nodes) or not usable[list(plan.nodes)].all():
+                raise ValueError(
+                    f"the plan given for {name} needs machines a running job holds or the fleet "
+                    "lacks"
+                )
         starting = []
-        for w in waiting:
+        for w in [*displaced, *waiting]:
             if w.job.name not in fixed:
                 continue
             plan, cost = fixed[w.job.name]
             overhead = 0.0
-            if w.previous is not None:
-                prev = w.previous
+            prev = w.resumes_from
+            if prev is not None:
                 overhead = move_cost(
                     w.job, fleet, prev.nodes, prev.plan, plan, plan.nodes, settings
                 )
@@ -319,24 +338,13 @@ def schedule(
                     w.remaining,
                     w.submitted_s,
                     ready_s=overhead,
-                    action=RESTART if w.previous is not None else START,
+                    action=RESTART if prev is not None else START,
                 )
             )
-        running = [*running, *starting]
+        kept = [*kept, *starting]
+        displaced = [w for w in displaced if w.job.name not in fixed]
         waiting = [w for w in waiting if w.job.name not in fixed]
     deadlines = deadlines_s or {}
-    usable = np.zeros(fleet.n, bool)
-    usable[fleet.active_indices()] = True
-
-    kept: list[Running] = []
-    displaced: list[Waiting] = []
-    for job in running:
-        planner.learn(job.job, job.plan, job.cost)
-        lost = job.lost_nodes or tuple(n for n in job.nodes if not usable[n])
-        if lost or not job.cost.feasible:
-            displaced.append(Waiting(job.job, job.remaining, job.submitted_s, previous=job))
-        else:
-            kept.append(job)
 
     pending = list(waiting)
     best = _best_order(fleet, usable, kept, displaced, pending, settings, planner, deadlines)
@@ -351,6 +359,77 @@ def schedule(
         moves += len(moved[0].moves) - len(best.moves)  # a group stop moves several jobs
         best, kept, pending = moved
     return best
+
+
+def _displaced(run: Running, usable: np.ndarray) -> bool:
+    """Whether a running job must leave its machines: one of them failed or was drained, or its
+    plan no longer runs on the fleet."""
+    return bool(run.lost_nodes or any(not usable[n] for n in run.nodes) or not run.cost.feasible)
+
+
+def settled(
+    found: Schedule, running: Sequence[Running], waiting: Sequence[Waiting]
+) -> tuple[list[Running], list[Waiting]]:
+    """The running and waiting jobs as `found`'s moves leave them: a moved job runs on its new
+    machines (restarting), a stopped one waits with its checkpoint where it ran; the others as
+    given (a displaced job stays in `running`: `schedule` displaces it again)."""
+    decided = {d.job.name: d for d in found.decisions}
+    moved = set(found.moves)
+    after: list[Running] = []
+    line = list(waiting)
+    for run in running:
+        decision = decided.get(run.job.name)
+        if decision is None or run.job.name not in moved:
+            after.append(run)
+        elif decision.action == MOVE and decision.plan is not None and decision.cost is not None:
+            after.append(
+                Running(
+                    run.job,
+                    decision.nodes,
+                    decision.plan,
+                    decision.cost,
+                    run.remaining,
+                    run.submitted_s,
+                    ready_s=decision.overhead_s,
+                    action=MOVE,
+                )
+            )
+        else:
+            line.append(Waiting(run.job, run.remaining, run.submitted_s, checkpoint=run))
+    return after, line
+
+
+def with_start_plans(
+    fleet: Fleet,
+    found: Schedule,
+    running: Sequence[Running],
+    waiting: Sequence[Waiting],
+    settings: SchedulerSettings,
+    plan_fn: PlanFn,
+    plans: Mapping[str, tuple[Plan, Cost]],
+    deadlines_s: dict[str, float] | None = None,
+) -> Schedule | None:
+    """`found` (the schedule of `running` and `waiting`) with the jobs it starts now laid out by
+    `plans` instead (the placement strategy's, on the machines `found` leaves free now): the
+    moves `found` made stand, and no other is made. None when a plan needs a machine that a job
+    still holds after those moves."""
+    kept, line = settled(found, running, waiting)
+    usable = np.zeros(fleet.n, bool)
+    usable[fleet.active_indices()] = True
+    held = {n for run in kept if not _displaced(run, usable) for n in run.nodes}
+    if any(held & set(plan.nodes) for plan, _ in plans.values()):
+        return None
+    alt = schedule(
+        fleet,
+        kept,
+        line,
+        settings.model_copy(update={"max_moves_per_run": 0}),
+        plan_fn,
+        deadlines_s,
+        start_now=plans,
+    )
+    decisions = [_stopped(d, found.stop_notes) for d in alt.decisions]
+    return replace(alt, decisions=decisions, moves=list(found.moves), stop_notes=found.stop_notes)
 
 
 def _best_order(
@@ -817,7 +896,12 @@ def _best_growth(
         trial = _best_order(
             fleet, usable, others, displaced, waiting, settings, planner, deadlines, current.order
         )
-        trial = replace(trial, moves=[*current.moves, run.job.name])
+        trial = replace(
+            trial,
+            decisions=[_stopped(d, current.stop_notes) for d in trial.decisions],
+            moves=[*current.moves, run.job.name],
+            stop_notes=current.stop_notes,
+        )
         if _accepts(trial, current, limit) and (best is None or trial.score() < best[0].score()):
             best = (trial, others, list(waiting))
     return best
@@ -886,32 +970,31 @@ def _best_stop(
         trial = _best_order(
             fleet, usable, others, displaced, stopped, settings, planner, deadlines, current.order
         )
-        decisions = trial.decisions
-        for run in group:
-            decisions = [_stopped(d, run, current, trial) for d in decisions]
+        before, after = current.mean_completion_s or 0.0, trial.mean_completion_s or 0.0
+        note = (
+            "stopped so that shorter work runs first (the queue's mean completion "
+            f"{before / 3600:.1f} h → {after / 3600:.1f} h); it resumes from its checkpoint"
+        )
+        notes = {**current.stop_notes, **{run.job.name: note for run in group}}
         trial = replace(
-            trial, decisions=decisions, moves=[*current.moves, *(run.job.name for run in group)]
+            trial,
+            decisions=[_stopped(d, notes) for d in trial.decisions],
+            moves=[*current.moves, *(run.job.name for run in group)],
+            stop_notes=notes,
         )
         if _accepts(trial, current, limit) and (best is None or trial.score() < best[0].score()):
             best = (trial, others, stopped)
     return best
 
 
-def _stopped(decision: Decision, run: Running, current: Schedule, trial: Schedule) -> Decision:
-    """The stopped job's decision as its users read it: moved (it starts again now elsewhere),
-    or waiting with why; other decisions unchanged."""
-    if decision.job.name != run.job.name:
+def _stopped(decision: Decision, notes: Mapping[str, str]) -> Decision:
+    """A stopped job's decision as its users read it: moved (it starts again now elsewhere), or
+    waiting with why (`notes`); other decisions unchanged."""
+    note = notes.get(decision.job.name)
+    if note is None:
         return decision
     if decision.action == RESTART and decision.start_s == 0.0:
         return replace(decision, action=MOVE)
     if decision.action == WAIT:
-        before, after = current.mean_completion_s or 0.0, trial.mean_completion_s or 0.0
-        return replace(
-            decision,
-            reason=(
-                "stopped so that shorter work runs first (the queue's mean completion "
-                f"{before / 3600:.1f} h → {after / 3600:.1f} h); it resumes from its checkpoint; "
-                f"{decision.reason or 'it waits'}"
-            ),
-        )
+        return replace(decision, reason=f"{note}; {decision.reason or 'it waits'}")
     return decision

@@ -6,8 +6,9 @@
    drained for this run, with a warning naming them.
 3. `hulk.scheduler.schedule` decides, with the stage planner, which job keeps, starts, waits,
    restarts or moves. When several jobs start now together, the placement strategy (the
-   teacher's search, or the champion GNN) lays them out on the machines free now, and its
-   plans are kept when the schedule's mean completion time is no worse.
+   teacher's search, or the champion GNN) lays them out on the machines free after the run's
+   moves, and its plans (with those moves) are kept when the schedule's mean completion time is
+   no worse.
 4. The placements file gets every job's ``start_at`` / ``finish_at`` (UTC), what a waiting job
    waits for, and a top-level ``queue`` block; then the store records the new state.
 """
@@ -536,7 +537,7 @@ def schedule_run(
     from hulk.assign import makespan
     from hulk.baseline_cache import BaselineMemory
     from hulk.jobs import load_jobs
-    from hulk.scheduler import schedule
+    from hulk.scheduler import schedule, with_start_plans
     from hulk.stages.assign import AssignSummary, load_champion, placement_rows
 
     jobs = load_jobs(jobs_file)
@@ -565,11 +566,13 @@ def schedule_run(
             strategy, found, fleet, inventory, links, settings, seed, champion, known
         )
         if fixed:
-            alt = schedule(
-                fleet, running, waiting, settings.scheduler, plan_fn, deadlines, start_now=fixed
+            # The strategy laid the group out on the machines free after this run's moves: the
+            # alternative keeps those moves (a stopped job's machines are the group's now).
+            alt = with_start_plans(
+                fleet, found, running, waiting, settings.scheduler, plan_fn, fixed, deadlines
             )
-            fixed = fixed if alt.score() <= found.score() else None
-            found = alt if fixed else found
+            fixed = fixed if alt is not None and alt.score() <= found.score() else None
+            found = alt if fixed and alt is not None else found
         by_name = {s.job.name: s for s in states}
         placed = [_placement(d, fleet, known) for d in found.decisions]
         scheduled = {

@@ -313,3 +313,32 @@ def test_a_long_job_stops_for_a_short_one_and_resumes_from_its_checkpoint(
     assert back["action"] == "restart" and back["nodes"] == first[stopped[0]]["nodes"]
     assert back["overhead_s"] == settings.scheduler.restart_overhead_s
     assert back["done_iterations"] == pytest.approx(state.done_iterations, abs=0.1)
+
+
+def test_jobs_started_together_never_share_a_machine_with_a_running_one(
+    tiny: Path, settings: Settings, tmp_path: Path
+) -> None:
+    # Short jobs and a wide one (its memory needs two machines) arrive on a busy fleet: the
+    # scheduler stops long jobs for them, and the strategy lays out the jobs that start together
+    # on the machines those stops free, never on machines a running job still holds.
+    longs = [spec(f"long{k}", "BERT-large", iterations=10_000_000) for k in range(5)]
+    jobs = write_jobs(tmp_path / "jobs.yaml", *longs)
+    assign(tiny, settings, jobs, T0)
+    wide = {**spec("wide", "BERT-large", iterations=100), "params_b": 30.0, "layers": 48}
+    wide.update(hidden=7168, seq_len=2048, global_batch=512, micro_batch=1)
+    shorts = [spec(f"short{k}", "BERT-large", iterations=1_000 * (k + 1)) for k in range(2)]
+    write_jobs(jobs, *longs, wide, *shorts)
+    doc = assign(tiny, settings, jobs, T0 + dt.timedelta(minutes=15))
+    assert doc["queue"]["strategy_plans"] and doc["queue"]["moved"]
+    computing = [job for job in doc["jobs"] if job["action"] in ("keep", "start", "move")]
+    held = [n for job in computing for n in job["nodes"]]
+    assert len(held) == len(set(held)), "two jobs placed on one machine"
+    assert {"short0", "short1"} <= {job["job"] for job in computing}
+    with JobStore(jobs_db(tiny)) as store:
+        running = [n for s in store.jobs([RUNNING]) for n in s.nodes]
+    assert sorted(running) == sorted(held)
+    stopped = [by_job(doc)[name] for name in doc["queue"]["moved"]]
+    assert all(job["action"] in ("move", "wait") for job in stopped)
+    for job in stopped:
+        if job["action"] == "wait":
+            assert "stopped so that shorter work runs first" in job["reason"]

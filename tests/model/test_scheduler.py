@@ -21,10 +21,12 @@ from hulk.scheduler import (
     Waiting,
     move_cost,
     schedule,
+    with_start_plans,
 )
 from hulk.settings import PlannerSettings, SchedulerSettings
 from tests.fleets import fleet_of
 
+PAIRS_OF_3 = [(0, 1), (0, 2), (1, 2)]
 GPT2 = PRESET_JOBS["GPT-2-1.5B"]
 BERT = PRESET_JOBS["BERT-large"]
 T5 = PRESET_JOBS["T5-11B"]
@@ -391,3 +393,44 @@ def test_a_short_job_that_needs_several_machines_stops_the_long_jobs_on_them() -
         fleet, [first, second], line, SchedulerSettings(max_moves_per_run=1), planner(fleet)
     )
     assert one.moves == [] and named(one, "wide").action == WAIT
+
+
+def test_plans_given_for_the_jobs_starting_now_keep_the_runs_moves() -> None:
+    fleet = fleet_of([1e15] * 3, [320.0] * 3, {(i, j): (1e-3, 1.25e9) for i, j in PAIRS_OF_3})
+    wide = Job("wide", 30.0, 48, 7168, 2048, 512, 1)  # its memory needs two machines
+    running = [
+        running_on(fleet, BERT, [0], remaining=10_000_000),
+        running_on(fleet, Job(**{**BERT.__dict__, "name": "BERT-b"}), [1], 10_000_000),
+    ]
+    shorts = [Job(**{**BERT.__dict__, "name": f"BERT-short{k}"}) for k in range(2)]
+    line = [
+        Waiting(wide, 100, 0.0),
+        *(Waiting(j, 1_000 * (k + 1), 0.0) for k, j in enumerate(shorts)),
+    ]
+    found = schedule(fleet, running, line, SETTINGS, planner(fleet))
+    # The long jobs stop so that the two short ones start now on their machines.
+    starting = {d.job.name: (d.plan, d.cost) for d in found.decisions if d.action == START}
+    assert set(starting) == {"BERT-short0", "BERT-short1"} and found.moves
+    # The strategy's plans for those two, swapped between their machines: the stops stand, and
+    # no machine holds two jobs.
+    plan0, plan1 = starting["BERT-short0"], starting["BERT-short1"]
+    swapped = {
+        "BERT-short0": planner(fleet)(shorts[0], np.asarray(plan1[0].nodes)),
+        "BERT-short1": planner(fleet)(shorts[1], np.asarray(plan0[0].nodes)),
+    }
+    alt = with_start_plans(fleet, found, running, line, SETTINGS, planner(fleet), swapped)
+    assert alt is not None and alt.moves == found.moves
+    now = [d for d in alt.decisions if d.start_s == 0.0 and d.action != WAIT]
+    held = [n for d in now for n in d.nodes]
+    assert len(held) == len(set(held))
+    for name in found.moves:
+        assert named(alt, name).action in (WAIT, MOVE)
+        if named(alt, name).action == WAIT:
+            assert "stopped so that shorter work runs first" in (named(alt, name).reason or "")
+    # A plan on a machine a job still holds is refused, here and by `schedule` itself.
+    unmoved = schedule(fleet, running, line, SchedulerSettings(max_moves_per_run=0), planner(fleet))
+    assert named(unmoved, BERT.name).action == KEEP
+    clash = {"BERT-short0": planner(fleet)(shorts[0], np.asarray(running[0].nodes))}
+    assert with_start_plans(fleet, unmoved, running, line, SETTINGS, planner(fleet), clash) is None
+    with pytest.raises(ValueError, match="BERT-short0"):
+        schedule(fleet, running, line, SETTINGS, planner(fleet), start_now=clash)
