@@ -3,6 +3,7 @@ run without one.
 
     .venv/bin/python bench/bench_scheduler.py [--seed S] [--seeds S1,S2,…] [--workers W]
                                               [--days D] [--skip-big]
+                                              [--set KEY=VALUE …] [--hulk-only]
 
 The default fleet (params.yaml ``generate.preset``, its expected link table: no logs needed) in
 a temporary data folder. Jobs arrive for `--days` days (Poisson arrivals plus bursts; the
@@ -31,6 +32,12 @@ One week of arrivals is a noisy judge of a policy: a change of one decision casc
 days after it. ``--seeds`` adds other draws of the default preset's fleet and week (``--workers``
 of them side by side) and prints each seed's ratios, their geometric mean and how many meet the
 target; the checks printed above that table are the default seed's.
+
+Trying a change to the scheduler: ``--set KEY=VALUE`` (repeatable) overrides a ``scheduler``
+setting of params.yaml for Hulk's runs, and ``--hulk-only`` runs only Hulk's week on each seed
+and prints its mean completion beside (a)'s from the last full run recorded in
+bench/out/scheduler.json when that run had the seed (it is deterministic: (a) does not depend on
+the scheduler's settings). Hulk's part alone takes about 3–6 minutes a seed.
 
 Targets (issue: the assignment flow as a scheduler): mean completion ≥ 1.5× better than both
 (a) and (b); no running job moved except after a failure or by a move that pays; scheduling
@@ -437,8 +444,35 @@ def run_big(settings: Settings, seed: int) -> dict:
     return {"machines": len(inventory), "scheduling_s": scheduling, "step_s": steps}
 
 
-def run_seed(seed: int, params: Path, days: float) -> dict:
-    """Hulk, (a) and (b) on one draw of the default fleet and its week of arrivals."""
+def with_overrides(settings: Settings, overrides: dict[str, object]) -> Settings:
+    """`settings` with some of its ``scheduler`` settings replaced, validated as params.yaml's."""
+    if not overrides:
+        return settings
+    from hulk.settings import SchedulerSettings
+
+    scheduler = SchedulerSettings.model_validate({**settings.scheduler.model_dump(), **overrides})
+    return settings.model_copy(update={"scheduler": scheduler})
+
+
+def parse_override(text: str) -> tuple[str, object]:
+    """``KEY=VALUE`` (the value read as YAML: ``0.003``, ``6``)."""
+    import yaml
+
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"--set wants KEY=VALUE, got {text!r}")
+    return key.strip(), yaml.safe_load(value)
+
+
+def run_seed(
+    seed: int,
+    params: Path,
+    days: float,
+    overrides: dict[str, object] | None = None,
+    hulk_only: bool = False,
+) -> dict:
+    """Hulk, (a) and (b) on one draw of the default fleet and its week of arrivals (Hulk
+    alone with `hulk_only`; Hulk's scheduler settings with `overrides`)."""
     settings = load_settings(params)
     inventory = schemas.conform(
         build_fleet(settings.generate.preset, seed, settings.generate), schemas.INVENTORY
@@ -450,8 +484,10 @@ def run_seed(seed: int, params: Path, days: float) -> dict:
     with tempfile.TemporaryDirectory(prefix="hulk-bench-sched-") as tmp:
         data = Path(tmp) / "data"
         fileio.write_parquet(data / schemas.LINKS_FILE, links)
-        hulk = run_hulk(data, inventory, work, settings, seed)
+        hulk = run_hulk(data, inventory, work, with_overrides(settings, overrides or {}), seed)
     hulk["wall_s"] = time.perf_counter() - clock
+    if hulk_only:
+        return {"seed": seed, "arrivals": len(work.arrivals), "hulk": hulk}
     clock = time.perf_counter()
     today = run_replace(inventory, links, work, settings, seed)
     today["wall_s"] = time.perf_counter() - clock
@@ -514,6 +550,32 @@ def _report(run: dict, days: float) -> dict[str, bool]:
     }
 
 
+def _report_hulk_only(runs: list[dict], days: float, overrides: dict[str, object]) -> None:
+    """Hulk's mean completion per seed, beside (a)'s from the last full run that had the seed
+    (days must match); nothing is written."""
+    recorded: dict[int, float] = {}
+    last = ROOT / "bench" / "out" / "scheduler.json"
+    if last.exists():
+        record = json.loads(last.read_text())
+        if record.get("days") == days:
+            recorded = {
+                int(row["seed"]): float(row["replaced_mean_completion_s"])
+                for row in record.get("seeds", [])
+            }
+    changed = ", ".join(f"{k}={v}" for k, v in overrides.items()) or "params.yaml as it is"
+    print(f"Hulk alone, {days:g} days, scheduler: {changed}")
+    print(f"{'seed':>5}{'jobs':>6}{'Hulk':>10}{'(a)':>10}{'vs (a)':>8}{'moves':>7}{'shared':>8}")
+    for run in runs:
+        hulk = run["hulk"]
+        mean = hulk["mean_completion_s"]
+        replaced = recorded.get(run["seed"])
+        cells = ("", "") if replaced is None else (_hours(replaced), f"{replaced / mean:.2f}x")
+        print(
+            f"{run['seed']:>5}{run['arrivals']:>6}{_hours(mean):>10}{cells[0]:>10}{cells[1]:>8}"
+            f"{hulk['moves_for_gain']:>7}{hulk['shared_machine_runs']:>8}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=None)
@@ -527,12 +589,43 @@ def main() -> None:
     parser.add_argument("--days", type=float, default=7.0)
     parser.add_argument("--params", type=Path, default=ROOT / "params.yaml")
     parser.add_argument("--skip-big", action="store_true")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        type=parse_override,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a scheduler setting (params.yaml scheduler.KEY) for Hulk's runs; repeatable",
+    )
+    parser.add_argument(
+        "--hulk-only",
+        action="store_true",
+        help="only Hulk's week per seed, beside (a) from bench/out/scheduler.json",
+    )
     args = parser.parse_args()
     settings = load_settings(args.params)
+    overrides = dict(args.overrides)
+    try:
+        with_overrides(settings, overrides)
+    except ValueError as error:
+        parser.error(f"--set: {error}")
     seed = settings.seed if args.seed is None else args.seed
     seeds = [seed, *(s for s in args.seeds or [] if s != seed)]
     with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
-        runs = list(pool.map(run_seed, seeds, [args.params] * len(seeds), [args.days] * len(seeds)))
+        runs = list(
+            pool.map(
+                run_seed,
+                seeds,
+                [args.params] * len(seeds),
+                [args.days] * len(seeds),
+                [overrides] * len(seeds),
+                [args.hulk_only] * len(seeds),
+            )
+        )
+    if args.hulk_only:
+        _report_hulk_only(runs, args.days, overrides)
+        return
     big = None if args.skip_big else run_big(settings, seed)
 
     checks = _report(runs[0], args.days)
