@@ -17,8 +17,10 @@ remaining iterations) and the waiting ones. Times are seconds from now. `schedul
    already planned are weighed. A plan seen in the run for a job of the same sizes (running,
    or asked for) whose machines are free for as long as the job needs is taken without
    planning when it is as fast as the job's plan on every usable machine no faster than the
-   fastest one free then (a bound the planner does not beat on fewer machines, like the whole
-   fleet's plan); starts and slower kinds that bound rules out are not planned at all.
+   fastest one free then, or as a faster plan seen on some of those machines (a bound the
+   planner does not beat on fewer machines, like the whole fleet's plan; its search may miss
+   on many machines a plan it found on fewer); starts and slower kinds that bound rules out
+   are not planned at all.
    Its machines are then committed from its start until it finishes. A job without a length
    (``iterations`` unknown) starts as soon as it fits. The job's finish is ``start + overhead +
    remaining × iteration_s``. The job then leaves the fastest kind of machine of that option
@@ -276,12 +278,21 @@ class _Planner:
 
     def kind_bound(self, job: Job, machines: np.ndarray) -> float | None:
         """Seconds per iteration of the job's plan on every usable machine up to some speed
-        (`machines`, a mask): a bound on its plans on some of them. A handful of sets per job
-        size, remembered from run to run; None past the planning budget."""
+        (`machines`, a mask), or of a faster plan seen in the run for its sizes on some of them:
+        a bound on its plans on some of them. A handful of sets per job size, remembered from
+        run to run; None past the planning budget."""
         if not machines.any():
             return math.inf
         found = self(job, np.flatnonzero(machines), optional=True)
-        return None if found is None else found[1].iteration_s
+        if found is None:
+            return None
+        # The planner's search is a heuristic: on more machines it may miss a plan it found on
+        # fewer. A plan seen for the job's sizes on some of these machines bounds them too.
+        bound = found[1].iteration_s
+        for plan, cost in self.seen.get(job_sizes(job), {}).values():
+            if cost.iteration_s < bound and machines[list(plan.nodes)].all():
+                bound = cost.iteration_s
+        return bound
 
 
 def schedule(

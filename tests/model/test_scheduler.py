@@ -19,6 +19,7 @@ from hulk.scheduler import (
     WAIT,
     Running,
     Waiting,
+    _Planner,
     move_cost,
     schedule,
     with_start_plans,
@@ -371,6 +372,31 @@ def test_no_plan_on_slower_machines_is_made_when_their_kind_is_far_too_slow() ->
     # Leaving the fast machines is weighed on every slow machine (a set the next runs ask
     # again): 100× slower, so the slow machines free now ({3}) are never planned on.
     assert frozenset({2, 3}) in calls and frozenset({3}) not in calls
+
+
+def test_a_plan_seen_on_some_machines_bounds_them_when_the_planner_misses_it() -> None:
+    """The planner's search is a heuristic: on more machines it may return a slower plan than
+    one it found on fewer. A bound on a set of machines is then the faster, known plan."""
+    fleet = two_sites()
+    job = BERT
+    good_plan, good = plan_job(job, fleet, [0, 1, 2, 3], PlannerSettings())
+    assert good_plan is not None
+
+    def misses_on_large_pools(job: Job, nodes: np.ndarray):
+        chosen = nodes if len(nodes) <= 4 else nodes[:1]
+        return plan_job(job, fleet, chosen, PlannerSettings())
+
+    poor = misses_on_large_pools(job, np.arange(fleet.n))[1]
+    assert poor.iteration_s > good.iteration_s  # the miss this test is about
+    every = np.ones(fleet.n, bool)
+    found = _Planner(misses_on_large_pools, budget=8, speed=fleet.compute_flops)
+    assert found.kind_bound(job, every) == pytest.approx(poor.iteration_s)
+    found = _Planner(misses_on_large_pools, budget=8, speed=fleet.compute_flops)
+    found.learn(job, good_plan, good)
+    assert found.kind_bound(job, every) == pytest.approx(good.iteration_s)
+    outside = every.copy()
+    outside[good_plan.nodes[0]] = False  # the known plan does not fit: no help
+    assert found.kind_bound(job, outside) > good.iteration_s
 
 
 def test_a_short_job_that_needs_several_machines_stops_the_long_jobs_on_them() -> None:
