@@ -27,6 +27,11 @@ clusters of the fleet's latency with diameter `site_latency_ms` (cities or metro
   latency from it — takes no further seed) the machines in order of latency from the seed,
   cut where that latency jumps (×1.5 and 0.5 ms: the edge of a city or region) and at sizes
   growing by `window_growth` from the fewest that hold the model;
+* on part of the fleet, when the caller asks (``fleet_windows``: the scheduler, planning on the
+  machines free now), the whole fleet's candidate sets restricted to the part: windows grown
+  from the part's own strongest machines miss groups that stay fast without the machines the
+  part lacks (the fastest kind, busy with other jobs), and the planner would find a slower
+  plan on fewer machines than it finds on more;
 
 windows larger than `max_pool` keep their fastest machines; only sets that can hold the model
 count. **Layouts.** Every candidate set is ordered as one open path (nearest neighbour + 2-opt,
@@ -283,6 +288,9 @@ class _Memo:
     screens: dict[tuple[str, bytes], _Screen] = field(default_factory=dict)
     # (settings, best recipe) → its variants (`_prune_moves`)
     moves: dict[tuple[str, _LayoutRecipe], list[_LayoutRecipe]] = field(default_factory=dict)
+    # (settings, component) → the candidate sets of the fleet's machines there
+    # (`_PlanSearch.fleet_sets`)
+    fleet_sets: dict[tuple[str, int], list[np.ndarray]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         tables = (self.paths, self.splits, self.built, self.searches, self.results)
@@ -333,7 +341,9 @@ class _PlanSearch:
     _built: dict[_LayoutRecipe, _Layout | None] = field(default_factory=dict)
     _screens: dict[tuple[str, bytes], _Screen] = field(default_factory=dict)
     _moves: dict[tuple[str, _LayoutRecipe], list[_LayoutRecipe]] = field(default_factory=dict)
+    _fleet_sets: dict[tuple[str, int], list[np.ndarray]] = field(default_factory=dict)
     settings_key: str = ""  # keys what depends on the settings in the shared tables
+    fleet_windows: bool = False  # `plan_job`'s argument
 
     def __post_init__(self) -> None:
         job = self.job
@@ -476,7 +486,29 @@ class _PlanSearch:
         the job's other calls; `settings_key` names the settings (`plan_job`)."""
         self._paths, self._splits, self._built = memo.paths, memo.splits, memo.built
         self._screens, self._moves = memo.screens, memo.moves
+        self._fleet_sets = memo.fleet_sets
         self.settings_key = settings_key
+
+    def fleet_sets(self, component: int, pool: np.ndarray) -> list[np.ndarray]:
+        """The candidate sets (`_candidate_sets`) of the fleet's machines in `component` that
+        can hold a layer of the job, once per job; none while `pool` is all of them, or unless
+        the caller asked for them (`plan_job`'s `fleet_windows`)."""
+        if not self.fleet_windows:
+            return []
+        key = (self.settings_key, component)
+        found = self._fleet_sets.get(key)
+        if found is None:
+            fleet = self.fleet
+            every = np.flatnonzero(
+                fleet.active
+                & (fleet.component == component)
+                & (fleet.compute_flops > 0)
+                & (self._cap > 0)
+            )
+            if len(every) <= len(pool):
+                return []
+            found = self._fleet_sets[key] = _candidate_sets(self, every)
+        return found
 
     def screen(self, nodes: np.ndarray) -> _Screen:
         """The candidate set `nodes`' `_Screen`, remembered by its machines (in their order)."""
@@ -747,6 +779,13 @@ def _candidate_sets(ctx: _PlanSearch, pool: np.ndarray) -> list[np.ndarray]:
         add(pool)
     _site_windows(ctx, pool, add)
     _machine_windows(ctx, pool, add)
+    # Windows grow from the strongest sites and machines of the set searched, so on part of
+    # the fleet (the machines free now) they grow elsewhere and can miss a group the fleet's
+    # own windows hold: without its fastest machines such a group is often still the best.
+    inside = np.zeros(fleet.n, bool)
+    inside[pool] = True
+    for nodes in ctx.fleet_sets(int(fleet.component[pool[0]]), pool):
+        add(nodes[inside[nodes]])
     if not found:  # the memory only suffices on the pool as a whole: its fastest machines
         add(pool)
         if not found:
@@ -1118,8 +1157,16 @@ def plan_job(
     fleet: Fleet,
     nodes: Sequence[int] | np.ndarray,
     settings: PlannerSettings,
+    *,
+    fleet_windows: bool = False,
 ) -> tuple[Plan | None, Cost]:
     """The fastest plan the planner finds for `job` on the machines `nodes` (fleet indices).
+
+    `fleet_windows`: on part of the fleet, also search the whole fleet's candidate sets
+    restricted to `nodes` (module docstring). The scheduler asks for them: it plans on the
+    machines free now, where the part's own windows miss groups the fleet's hold. Callers that
+    plan many parts of one fleet (the teacher) leave them out: they cost a search of the whole
+    fleet's sets per call.
 
     Returns ``(plan, hulk.cost.iteration_time(job, fleet, plan))``, or ``(None, infeasible
     Cost)`` with a reason when the active machines of `nodes` cannot hold the job's memory
@@ -1130,11 +1177,13 @@ def plan_job(
     group = _group_fleet(fleet, nodes, settings) if twin is None else None
     if twin is not None or group is not None:  # plan on dense matrices, judge on the fleet
         if twin is not None:
-            plan, cost = plan_job(job, twin, nodes, settings)
+            plan, cost = plan_job(job, twin, nodes, settings, fleet_windows=fleet_windows)
         else:
             assert group is not None
             local, idx = group
-            plan, cost = plan_job(job, local, np.arange(local.n), settings)
+            plan, cost = plan_job(
+                job, local, np.arange(local.n), settings, fleet_windows=fleet_windows
+            )
             if plan is not None:
                 plan = Plan(
                     tuple(
@@ -1150,9 +1199,9 @@ def plan_job(
         if plan.data_parallel > SITE_SCALE:
             cost = iteration_time(job, fleet, plan)
         return plan, cost
-    ctx = _PlanSearch(job, fleet, settings)
+    ctx = _PlanSearch(job, fleet, settings, fleet_windows=fleet_windows)
     memo = _memo(fleet, job)
-    settings_key = settings.model_dump_json()
+    settings_key = settings.model_dump_json() + (" fleet-windows" if fleet_windows else "")
     ctx.share(memo, settings_key)
     pools = _reachable_pools(ctx, nodes)
     if isinstance(pools, Cost):

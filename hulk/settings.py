@@ -223,6 +223,10 @@ class SchedulerSettings(Section):
     # them takes at most this share longer (they go to the jobs that gain most from them);
     # 0: every job takes its fastest plan.
     leave_fastest_slack: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.1
+    # The scheduler's planner also searches the whole fleet's candidate sets restricted to the
+    # machines free (`hulk.planner.plan_job`'s `fleet_windows`): with the fastest machines busy,
+    # windows grown from the free ones alone miss groups the fleet's windows hold.
+    fleet_windows: bool = True
     # Wait this long for another assign run holding the data folder's assign lock.
     lock_timeout_s: PositiveFloat = 600.0
 

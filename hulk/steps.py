@@ -343,7 +343,17 @@ STEPS: tuple[Step, ...] = (
         ],
         outs=lambda s: [_latest(s)],
         persist=(LATEST,),
-        params=("seed", "assign", "planner", "teacher", "hardware", "graph", "cost", "mlflow"),
+        params=(
+            "seed",
+            "assign",
+            "scheduler",
+            "planner",
+            "teacher",
+            "hardware",
+            "graph",
+            "cost",
+            "mlflow",
+        ),
     ),
     Step(
         name="evaluate",

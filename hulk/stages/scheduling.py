@@ -242,7 +242,8 @@ class PlanMemory:
         self.fleet, self.settings, self.store = fleet, settings, store
         self.fleet_key = fleet_snapshot(fleet)
         planner = settings.planner.model_dump(mode="json")
-        head = json.dumps([self.fleet_key, planner], sort_keys=True)
+        windows = settings.scheduler.fleet_windows
+        head = json.dumps([self.fleet_key, planner, windows], sort_keys=True)
         self.head = hashlib.sha256(head.encode()).hexdigest()
         self.new: dict[str, RememberedPlan] = {}
         self.used: dict[str, RememberedPlan] = {}
@@ -274,7 +275,13 @@ class PlanMemory:
         if known is not None:
             self.used[key] = known
             return known.restore(self.fleet)
-        plan, cost = plan_job(job, self.fleet, nodes, self.settings.planner)
+        plan, cost = plan_job(
+            job,
+            self.fleet,
+            nodes,
+            self.settings.planner,
+            fleet_windows=self.settings.scheduler.fleet_windows,
+        )
         self.new[key] = RememberedPlan.of(plan, cost, self.fleet)
         return plan, cost
 

@@ -14,6 +14,7 @@ import yaml
 from typer.testing import CliRunner
 
 from hulk.cli import app
+from hulk.cost import Fleet
 from hulk.data_folder import load_fleet
 from hulk.errors import InputError
 from hulk.job_store import FINISHED, RUNNING, JobStore
@@ -282,6 +283,37 @@ def test_plans_are_remembered_across_runs(tiny: Path, settings: Settings, tmp_pa
         other = PlanMemory(drained, settings, store)  # another fleet: nothing known
         other(job, nodes)
         assert len(other.new) == 1
+
+
+def test_the_scheduler_plans_free_machines_in_the_whole_fleets_windows(tmp_path: Path) -> None:
+    # The default fleet (seed 7) with its 998-TFLOP/s machines busy: the scheduler's planner
+    # (`scheduler.fleet_windows`) finds GPT-2-1.5B's group among the machines free, as fast as
+    # its plan on the whole fleet (which uses none of them); the teacher's planner does not.
+    from hulk.generate import expected_links
+    from hulk.planner import plan_job
+    from hulk.presets import build_fleet
+
+    settings = Settings()
+    assert settings.scheduler.fleet_windows
+    inventory = build_fleet("paper-47", 7, settings.generate)
+    links = expected_links(inventory, 7, settings.generate)
+    fleet = Fleet.from_frames(inventory, links, settings.hardware, settings.graph.bandwidth_tiers)
+    job = PRESET_JOBS["GPT-2-1.5B"]
+    every = fleet.active_indices()
+    free = every[fleet.compute_flops[every] < fleet.compute_flops.max()]
+    whole = plan_job(job, fleet, every, settings.planner)[1]
+    teacher = plan_job(job, fleet, free, settings.planner)[1]
+    off = settings.model_copy(
+        update={"scheduler": settings.scheduler.model_copy(update={"fleet_windows": False})}
+    )
+    with JobStore(tmp_path / "jobs.db") as store:
+        scheduler = PlanMemory(fleet, settings, store)
+        assert scheduler(job, free)[1].iteration_s <= whole.iteration_s * (1 + 1e-12)
+        assert teacher.iteration_s > whole.iteration_s
+        # The setting is part of what a remembered plan depends on.
+        alone = PlanMemory(fleet, off, store)
+        assert alone.key(job, free) != scheduler.key(job, free)
+        assert alone(job, free)[1].iteration_s == teacher.iteration_s
 
 
 def test_a_long_job_stops_for_a_short_one_and_resumes_from_its_checkpoint(

@@ -163,6 +163,36 @@ def test_drained_machines_are_never_used() -> None:
     assert 0 not in plan.nodes
 
 
+def test_a_group_found_on_the_whole_fleet_is_found_without_the_machines_it_does_not_use() -> None:
+    # The default fleet (seed 7): GPT-2-1.5B's best plan on all 47 machines uses none of the
+    # fastest kind (998 TFLOP/s). Planned on the 40 others (the fastest ones busy), the windows
+    # grow from other seeds; the whole fleet's windows restricted to them (`fleet_windows`, the
+    # scheduler's planning) still hold the group, so the plan is as fast (4.04 s per iteration
+    # without them against 2.78 s).
+    from hulk.generate import expected_links
+    from hulk.presets import build_fleet
+
+    settings = Settings()
+    inventory = build_fleet("paper-47", 7, settings.generate)
+    links = expected_links(inventory, 7, settings.generate)
+    fleet = Fleet.from_frames(inventory, links, settings.hardware, settings.graph.bandwidth_tiers)
+    job = PRESET_JOBS["GPT-2-1.5B"]
+    every = fleet.active_indices()
+    plan, cost = plan_job(job, fleet, every, settings.planner)
+    assert plan is not None
+    fastest = fleet.compute_flops[every].max()
+    assert fleet.compute_flops[list(plan.nodes)].max() < fastest
+    others = every[fleet.compute_flops[every] < fastest]
+    assert len(others) < len(every)
+    found, found_cost = plan_job(job, fleet, others, settings.planner, fleet_windows=True)
+    assert_valid(job, fleet, found, found_cost)
+    assert found_cost.iteration_s <= cost.iteration_s * (1 + 1e-12)
+    # Without them the planner stays as the teacher calls it: the windows of the part alone.
+    alone, alone_cost = plan_job(job, fleet, others, settings.planner)
+    assert_valid(job, fleet, alone, alone_cost)
+    assert alone_cost.iteration_s > found_cost.iteration_s
+
+
 def test_infeasible_sets_say_why() -> None:
     fleet = fleet_of([1e14] * 4, [0.5] * 4, {(0, 1): (0.01, 1e8), (2, 3): (0.01, 1e8)})
     plan, cost = plan_job(JOB, fleet, [0, 1, 2], SETTINGS)  # 1.5 GB < 1.6 GB
