@@ -491,10 +491,8 @@ class _PlanSearch:
 
     def fleet_sets(self, component: int, pool: np.ndarray) -> list[np.ndarray]:
         """The candidate sets (`_candidate_sets`) of the fleet's machines in `component` that
-        can hold a layer of the job, once per job; none while `pool` is all of them, or unless
-        the caller asked for them (`plan_job`'s `fleet_windows`)."""
-        if not self.fleet_windows:
-            return []
+        can hold a layer of the job, once per job (`plan_job`'s `fleet_windows`); none while
+        `pool` is all of them."""
         key = (self.settings_key, component)
         found = self._fleet_sets.get(key)
         if found is None:
@@ -782,10 +780,11 @@ def _candidate_sets(ctx: _PlanSearch, pool: np.ndarray) -> list[np.ndarray]:
     # Windows grow from the strongest sites and machines of the set searched, so on part of
     # the fleet (the machines free now) they grow elsewhere and can miss a group the fleet's
     # own windows hold: without its fastest machines such a group is often still the best.
-    inside = np.zeros(fleet.n, bool)
-    inside[pool] = True
-    for nodes in ctx.fleet_sets(int(fleet.component[pool[0]]), pool):
-        add(nodes[inside[nodes]])
+    if ctx.fleet_windows:
+        inside = np.zeros(fleet.n, bool)
+        inside[pool] = True
+        for nodes in ctx.fleet_sets(int(fleet.component[pool[0]]), pool):
+            add(nodes[inside[nodes]])
     if not found:  # the memory only suffices on the pool as a whole: its fastest machines
         add(pool)
         if not found:
