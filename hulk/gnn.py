@@ -27,7 +27,7 @@
    (`planner.max_pool`), and the job is offered the fastest of them that fit: the model's
    pools often give a small job a machine half as fast as the fastest one left idle (on three
    1,000-machine fleets the plans went from 1.01–1.11× the teacher's makespan to 0.99–1.01×,
-   for about 14 % more of the GNN's time: bench/README.md).
+   for about 14 % more of the GNN's time: docs/experiments.md).
 4. On a fleet of up to twice `planner.max_pool` active machines, a short local search starts
    from these plans (`hulk.teacher.refine`: the teacher's moves, at most
    `assign.gnn_refine_evaluations` assignments, a share `assign.gnn_refine_guided` of the

@@ -187,7 +187,7 @@ class CostSettings(Section):
     # pair's figure by more than this factor (either way) keeps its own figures. Pipelines
     # are bound by their slowest link: 2.0 cost 1.5x makespan at 1,000 machines; at 1.25 pairs
     # a fifth apart read alike and the teacher's search went elsewhere (up to 1.08x); at 1.01
-    # the 1,000-machine plans are the dense model's (bench/README.md). Exceptions grow with
+    # the 1,000-machine plans are the dense model's (docs/experiments.md). Exceptions grow with
     # the measured pairs only: nearly all of them are kept at that ratio.
     exception_ratio: Annotated[float, Field(gt=1)] = 1.01
 
@@ -298,7 +298,7 @@ class AssignSettings(Section):
     # On fleets of more than `gnn_large_fleet` active machines, this many site regions instead:
     # there the planner's search on each pool is most of the decision, so 1 makes the GNN about
     # 15 % faster, but its plans on 1,000-machine fleets were up to 1.29× the teacher's where
-    # two regions gave up to 1.11× (bench/README.md): two by default, quality first.
+    # two regions gave up to 1.11× (docs/experiments.md): two by default, quality first.
     gnn_site_candidates_large: Annotated[int, Field(ge=0)] = 2
     gnn_large_fleet: Annotated[int, Field(ge=1)] = 500
     # After every job is placed, the slowest is offered the idle machines up to this many times.
