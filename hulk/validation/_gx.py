@@ -30,7 +30,8 @@ checkpoint would have used (suite, run name = batch, run time, batch id), so the
 it exactly as if it had been validated here.
 
 A batch is validated as its checkpoint would validate it, without GX's per-run freshness
-checks (`_run_checkpoint`): a session's suites and definitions change only through it.
+checks (`_run_checkpoint`): a session's suites and definitions change only through it; and
+without the objects GX rebuilds many times within one validation (`hulk.validation.gx_memo`).
 
 Results are asked for in the COMPLETE format (the full list of unexpected row indices, so a
 rule's offending rows can be quarantined exactly) but without the unexpected *values*, which
@@ -57,6 +58,7 @@ import numpy as np
 import pandas as pd
 
 from hulk.findings import Severity
+from hulk.validation import gx_memo
 from hulk.validation.docs_offline import add_offline_note
 
 if TYPE_CHECKING:
@@ -450,7 +452,9 @@ def _run_checkpoint(
         batch_parameters={"dataframe": frame},
         result_format=checkpoint.result_format,
     )
-    with warnings.catch_warnings():
+    # Lean: GX builds each configuration, expectation object and row-conditioned frame once
+    # per batch instead of once per use (`hulk.validation.gx_memo`; the same result).
+    with warnings.catch_warnings(), gx_memo.lean():
         warnings.simplefilter("ignore")
         outcome = validator.validate_expectation_suite(definition.suite, dict(parameters))
     run_id = RunIdentifier(run_name=batch, run_time=run_time)

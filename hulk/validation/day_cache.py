@@ -59,7 +59,15 @@ _UNREADABLE = (
     zipfile.BadZipFile,
     pa.ArrowException,
 )
-_CODE = ("logs.py", "_gx.py", "_common.py", "log_files.py", "log_window.py", "day_cache.py")
+_CODE = (
+    "logs.py",
+    "_gx.py",
+    "gx_memo.py",
+    "_common.py",
+    "log_files.py",
+    "log_window.py",
+    "day_cache.py",
+)
 
 
 @cache

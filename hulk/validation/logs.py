@@ -621,10 +621,14 @@ def _flagged_rows(
             flagged["logs.outside_window"].append(rows[early & ~future])
             flagged["logs.wrong_partition"].append(rows[~early & ~future])
         elif result.rule == "logs.duplicate":
-            conflict = _conflicting(frame.iloc[rows])
-            repeat = frame.duplicated(list(schemas.LOG_KEY), keep="first").to_numpy()
+            # GX flags every copy of a repeated key, so the first copy of each is found among
+            # these rows (in batch order) without hashing the whole batch again.
+            rows = np.sort(rows)
+            copies = frame.iloc[rows]
+            conflict = _conflicting(copies)
+            repeat = copies.duplicated(list(schemas.LOG_KEY), keep="first").to_numpy()
             flagged["logs.duplicate_conflict"].append(rows[conflict])
-            flagged[result.rule].append(rows[~conflict & repeat[rows]])
+            flagged[result.rule].append(rows[~conflict & repeat])
         elif result.rule == "logs.elapsed_too_large":
             # ±inf is above any bound too, but it has a rule of its own.
             finite = np.isfinite(frame["elapsed_ms"].to_numpy(dtype="float64")[rows])
