@@ -519,16 +519,18 @@ def _brief(result: StepResult[Any]) -> dict[str, Any]:
 def _queue_lines(queue: QueueBlock) -> None:
     """The scheduler's figures under the placements table."""
     actions = ", ".join(f"{n} {a}" for a, n in queue.actions.items())
-    mean = queue.mean_completion_s
+    mean, missed = queue.mean_completion_s, queue.missed_deadlines
     out.print(
         f"queue: {actions}; mean completion "
-        + (f"{mean / 3600:.1f} h" if mean is not None else "- (jobs without a length)")
+        + (f"{mean / 3600:.1f} h" if mean is not None else "- (no job has a finish yet)")
         + f"; all done by {queue.ends_at or '-'}"
+        + (f"; [red]{missed} deadline(s) missed[/red]" if missed else "")
     )
     changed: dict[str, Sequence[str | int]] = {
         "finished": queue.finished,
         "moved": queue.moved,
         "withdrawn": queue.withdrawn,
+        "back from the jobs file": queue.resubmitted,
         "drained": queue.drained,
     }
     for key, values in changed.items():
@@ -742,6 +744,12 @@ def _store(ctx: typer.Context, data: Path | None) -> Iterator[Any]:
     from hulk.stages.scheduling import jobs_db
 
     settings = _settings(ctx, data)
+    if not settings.data_dir.is_dir():  # a mistyped --data must not grow a new folder
+        raise InputError(
+            settings.data_dir,
+            "data.missing_folder",
+            "no data folder here: give --data the folder `hulk run` or `hulk import-hulk` made",
+        )
     lock = folder_lock(settings.data_dir, "assign", settings.scheduler.lock_timeout_s)
     with lock, JobStore(jobs_db(settings.data_dir)) as store:
         yield store

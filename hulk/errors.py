@@ -53,6 +53,9 @@ _STORAGE_RULES = {
     errno.EPERM: ("io.permission_denied", "operation not permitted"),
     errno.ENOSPC: ("io.disk_full", "no space left on device"),
     errno.EDQUOT: ("io.disk_full", "disk quota exceeded"),
+    # An output path through a file, or onto a folder: a mistyped --out.
+    errno.ENOTDIR: ("io.not_a_folder", "a part of the path is a file, not a folder"),
+    errno.EISDIR: ("io.is_a_folder", "the path is a folder, not a file"),
 }
 # The same faults as libraries report them without an errno (sqlite, duckdb, Arrow, torch).
 _STORAGE_TEXT = (

@@ -13,14 +13,18 @@ estimated iterations are done is finished by the next assign run (`JobStore.fini
 
 The jobs file stays the list of upcoming jobs: `JobStore.sync_file` submits the jobs it lists
 that the store does not know, updates waiting ones whose spec changed, and withdraws (cancels)
-waiting jobs that came from the file and are no longer in it. Running and finished jobs are
-never changed by the file.
+waiting jobs that came from the file and are no longer in it; a withdrawn job the file lists
+again is back in line (its first submission time and any progress kept), so one run on another
+jobs file loses nothing for good. Running and finished jobs are never changed by the file, and a
+name the file shares with a different job submitted by `hulk jobs submit` is an error
+(``jobs.name_taken``): one name, one job.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -29,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from hulk.errors import InputError
-from hulk.jobs import Job, format_time, job_to_dict, parse_jobs, utc_time
+from hulk.jobs import Job, format_time, job_to_dict, later, parse_jobs, utc_time
 
 SUBMITTED, QUEUED, RUNNING, FINISHED, CANCELLED = (
     "submitted",
@@ -42,6 +46,7 @@ STATES = (SUBMITTED, QUEUED, RUNNING, FINISHED, CANCELLED)
 WAITING = (SUBMITTED, QUEUED)
 DONE = (FINISHED, CANCELLED)
 FROM_FILE, FROM_CLI = "jobs-file", "cli"
+WITHDRAWN = "removed from the jobs file"  # the reason of a job the file no longer lists
 _FORMAT = 1  # PRAGMA user_version
 
 _SCHEMA = """
@@ -121,7 +126,7 @@ class JobState:
         ):
             return None
         left = max(0.0, self.job.iterations - self.done_iterations) * self.iteration_s
-        return self.computing_since + dt.timedelta(seconds=left)
+        return later(self.computing_since, left)
 
     def to_dict(self, now: dt.datetime | None = None) -> dict[str, Any]:
         """The row as JSON-ready values (`hulk jobs list --json`)."""
@@ -163,6 +168,7 @@ class JobStore:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._depth = 0  # open transactions (`transaction` nests as savepoints)
         try:
             self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
             version = self.db.execute("PRAGMA user_version").fetchone()[0]
@@ -186,14 +192,22 @@ class JobStore:
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """All changes inside land together or not at all."""
-        self.db.execute("BEGIN IMMEDIATE")
+        """All changes inside land together or not at all. Nested, the inner block is a
+        savepoint of the outer: an assign run's changes commit as one when it has written its
+        placements, and none of them when it fails."""
+        self._depth += 1
+        savepoint = f"hulk_{self._depth}"
+        self.db.execute("BEGIN IMMEDIATE" if self._depth == 1 else f"SAVEPOINT {savepoint}")
         try:
             yield
         except BaseException:
-            self.db.execute("ROLLBACK")
+            self.db.execute("ROLLBACK" if self._depth == 1 else f"ROLLBACK TO {savepoint}")
+            if self._depth > 1:
+                self.db.execute(f"RELEASE {savepoint}")
             raise
-        self.db.execute("COMMIT")
+        finally:
+            self._depth -= 1
+        self.db.execute("COMMIT" if self._depth == 0 else f"RELEASE {savepoint}")
 
     # -- reading --
 
@@ -212,6 +226,8 @@ class JobStore:
         """The history: every change, oldest first (of one job when `name` is given)."""
         query = "SELECT at, job, event, detail FROM events"
         args: tuple[str, ...] = ()
+        if name is not None and self.get(name) is None:
+            raise InputError(self.path, "jobs.unknown_job", f"no job named {name!r}")
         if name is not None:
             query, args = query + " WHERE job = ?", (name,)
         rows = self.db.execute(query + " ORDER BY id", args).fetchall()
@@ -321,17 +337,51 @@ class JobStore:
                 self.put(_new_state(job, source, now), "submitted", f"from {source}")
         return [job.name for job in jobs]
 
-    def sync_file(self, jobs: Sequence[Job], now: dt.datetime) -> dict[str, list[str]]:
-        """Bring the store in line with the jobs file (module docstring); what changed."""
+    def sync_file(
+        self, jobs: Sequence[Job], now: dt.datetime, source: str | Path | None = None
+    ) -> dict[str, list[str]]:
+        """Bring the store in line with the jobs file `source` (module docstring); what
+        changed. `InputError` (``jobs.name_taken``) when the file names a different job the
+        CLI submitted, still waiting or running."""
         known = {j.job.name: j for j in self.jobs()}
         listed = {job.name for job in jobs}
-        changes: dict[str, list[str]] = {"submitted": [], "updated": [], "withdrawn": []}
+        clashes = [
+            job.name
+            for job in jobs
+            if (have := known.get(job.name)) is not None
+            and have.source != FROM_FILE
+            and have.state not in DONE
+            and job_to_dict(have.job) != job_to_dict(job)
+        ]
+        if clashes:
+            raise InputError(
+                source,
+                "jobs.name_taken",
+                f"{', '.join(clashes)}: the job store holds a different job of that name, "
+                "submitted with `hulk jobs submit`; rename the file's job, or cancel the other",
+            )
+        changes: dict[str, list[str]] = {
+            "submitted": [],
+            "updated": [],
+            "withdrawn": [],
+            "resubmitted": [],
+        }
         with self.transaction():
             for job in jobs:
                 have = known.get(job.name)
                 if have is None:
                     self.put(_new_state(job, FROM_FILE, now), "submitted", "from the jobs file")
                     changes["submitted"].append(job.name)
+                elif have.state == CANCELLED and have.reason == WITHDRAWN:
+                    if job_to_dict(have.job) == job_to_dict(job):
+                        state = replace(have, state=SUBMITTED, updated_at=now, reason=None)
+                    else:  # another spec: the progress of the old one does not carry over
+                        state = replace(
+                            _new_state(job, FROM_FILE, now),
+                            submitted_at=job.submitted_at or have.submitted_at,
+                        )
+                    self.put(state, "resubmitted", "listed in the jobs file again")
+                    changes["resubmitted"].append(job.name)
                 elif have.state in WAITING and job_to_dict(have.job) != job_to_dict(job):
                     updated = _new_state(job, have.source, now)
                     submitted = job.submitted_at or have.submitted_at
@@ -340,10 +390,8 @@ class JobStore:
                     changes["updated"].append(job.name)
             for name, have in known.items():
                 if have.source == FROM_FILE and have.state in WAITING and name not in listed:
-                    state = replace(
-                        have, state=CANCELLED, updated_at=now, reason="removed from the jobs file"
-                    )
-                    self.put(state, "cancelled", "removed from the jobs file")
+                    state = replace(have, state=CANCELLED, updated_at=now, reason=WITHDRAWN)
+                    self.put(state, "cancelled", WITHDRAWN)
                     changes["withdrawn"].append(name)
         return changes
 
@@ -385,8 +433,14 @@ class JobStore:
     def report_progress(self, name: str, done: float, now: dt.datetime) -> JobState:
         """A running job has done `done` iterations at `now` (estimates restart from there)."""
         have = self._change(name, (RUNNING,), "report progress of")
-        if done < 0:
-            raise InputError(self.path, "jobs.bad_progress", f"iterations done {done} < 0")
+        length = have.job.iterations
+        if not math.isfinite(done) or done < 0 or (length is not None and done > length):
+            bound = "" if length is None else f" and at most its {length:,} iterations"
+            raise InputError(
+                self.path,
+                "jobs.bad_progress",
+                f"{name}: iterations done {done:g}; give a number ≥ 0{bound}",
+            )
         state = replace(have, updated_at=now, computing_since=now, done_iterations=float(done))
         with self.transaction():
             self.put(state, "progress", f"{done:g} iterations done")

@@ -28,9 +28,12 @@ rejects, as an `InputError` naming the file, the job (position and name) and the
 unknown keys, missing keys, wrong types (``layers: 48.0`` or ``layers: "48"`` is not an integer;
 an integer is accepted where a number is expected), non-positive or non-finite sizes, a
 ``micro_batch`` larger than ``global_batch``, both ``iterations`` and ``tokens``, a time that is
-not ISO 8601, a ``deadline`` not after ``submitted_at``, a name outside ``[A-Za-z0-9._-]+`` and
-duplicate names; YAML aliases and files over 1 MB are refused (rules ``jobs.yaml_alias``,
-``jobs.too_large``). Every problem of the file is listed in the one error.
+not ISO 8601 (YAML's own timestamps are read as text and parsed here, so ``2026-13-45`` is a
+``jobs.bad_time`` like any other; a date alone is midnight UTC), a ``deadline`` not after
+``submitted_at``, more than `MAX_ITERATIONS` iterations (``jobs.too_long``: the store keeps
+iterations as 64-bit integers), a name outside ``[A-Za-z0-9._-]+`` and duplicate names; YAML
+aliases and files over 1 MB are refused (rules ``jobs.yaml_alias``, ``jobs.too_large``). Every
+problem of the file is listed in the one error.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
@@ -181,6 +184,17 @@ def utc_time(value: object) -> object:
     return value
 
 
+def later(moment: dt.datetime, seconds: float) -> dt.datetime | None:
+    """`moment` + `seconds`, or None when that is not a time a datetime holds (past year 9999,
+    or not finite): a job of a million years has no finish anyone can be told."""
+    if not math.isfinite(seconds):
+        return None
+    try:
+        return moment + dt.timedelta(seconds=seconds)
+    except OverflowError:
+        return None
+
+
 def format_time(moment: dt.datetime) -> str:
     """``YYYY-MM-DDTHH:MM:SSZ`` (UTC, whole seconds): how files and tables show a time."""
     return f"{moment.astimezone(dt.UTC):%Y-%m-%dT%H:%M:%SZ}"
@@ -217,6 +231,9 @@ def preset_jobs(names: Iterable[str]) -> list[Job]:
 # --- the jobs file ----------------------------------------------------------------------------
 
 _Positive = Field(gt=0, allow_inf_nan=False)
+# Iterations of one job at most: the job store keeps them as 64-bit integers (a trillion
+# iterations is millennia of training).
+MAX_ITERATIONS = 10**12
 _Time = Annotated[dt.datetime, BeforeValidator(utc_time)]
 
 
@@ -242,7 +259,7 @@ class _JobModel(BaseModel):
     micro_batch: Annotated[int, Field(gt=0)]
     priority: int = 0
     min_memory_gb: Annotated[float, _Positive] | None = None
-    iterations: Annotated[int, Field(gt=0)] | None = None
+    iterations: Annotated[int, Field(gt=0, le=MAX_ITERATIONS)] | None = None
     tokens: Annotated[float, _Positive, BeforeValidator(_yaml_float)] | None = None
     submitted_at: _Time | None = None
     deadline: _Time | None = None
@@ -253,6 +270,7 @@ _RULES = {
     "missing": "jobs.missing_key",
     "string_pattern_mismatch": "jobs.bad_name",
     "greater_than": "jobs.not_positive",
+    "less_than_equal": "jobs.too_long",
     "finite_number": "jobs.not_positive",
     "datetime_type": "jobs.bad_time",
     "datetime_from_date_parsing": "jobs.bad_time",
@@ -289,7 +307,14 @@ class _AliasRefused(yaml.MarkedYAMLError):
 
 
 class _NoAliasLoader(yaml.SafeLoader):
-    """Safe YAML without aliases: ``*name`` can expand a few lines into gigabytes."""
+    """Safe YAML without aliases (``*name`` can expand a few lines into gigabytes) and without
+    implicit timestamps: PyYAML builds those itself and fails on ``2026-13-45`` with a bare
+    ValueError, so times stay text for `utc_time` and the validator to judge."""
+
+    yaml_implicit_resolvers: ClassVar[dict[str, list[tuple[str, Any]]]] = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
@@ -320,6 +345,8 @@ def _read_yaml(path: Path) -> object:
         ) from None
     except yaml.YAMLError as exc:
         raise InputError(path, "jobs.yaml_syntax", f"not valid YAML: {exc}") from None
+    except ValueError as exc:  # an explicitly tagged value PyYAML cannot build (!!timestamp)
+        raise InputError(path, "jobs.yaml_value", f"a value YAML cannot read: {exc}") from None
 
 
 def parse_jobs(raw: object, source: str | Path | None = None) -> list[Job]:
@@ -393,7 +420,17 @@ def parse_jobs(raw: object, source: str | Path | None = None) -> list[Job]:
         fields = model.model_dump(exclude={"tokens"})
         job = Job(**fields)
         if model.tokens is not None:
-            job = Job(**{**fields, "iterations": iterations_for_tokens(job, model.tokens)})
+            iterations = iterations_for_tokens(job, model.tokens)
+            if iterations > MAX_ITERATIONS:
+                problems.append(
+                    (
+                        "jobs.too_long",
+                        f"{label}, field 'tokens': {model.tokens:g} tokens are {iterations:,} "
+                        f"iterations; a job runs at most {MAX_ITERATIONS:,}",
+                    )
+                )
+                continue
+            job = Job(**{**fields, "iterations": iterations})
         jobs.append(job)
     if problems:
         rule, first = problems[0]

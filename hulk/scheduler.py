@@ -606,14 +606,28 @@ def _place_one(
         )
     times = timeline.ends()
     times = times[times < ideal_at][: settings.start_candidates]
-    candidates = sorted({0.0, *times.tolist(), *([ideal_at] if math.isfinite(ideal_at) else [])})
+    # A job submitted for later (its ``submitted_at`` ahead of now) starts no sooner.
+    release = max(0.0, job.submitted_s)
+    candidates = sorted(
+        {
+            max(release, t)
+            for t in (0.0, *times.tolist(), *([ideal_at] if math.isfinite(ideal_at) else []))
+        }
+    )
     best = _weigh_starts(fleet, job, candidates, timeline, planner, ideal_plan, ideal, length)
     action = RESTART if job.resumes_from is not None else START
     if best is None:
         if not ideal.feasible:
-            return Decision(
-                job.job, NEVER, submitted_s=job.submitted_s, reason=ideal.reason or "never fits"
-            )
+            why = (ideal.reason or "never fits").removeprefix(f"{job.job.name}: ")
+            if not usable.all() and fleet.memory_bytes.sum() >= job.job.min_memory_bytes:
+                # Machines drained or failed now may come back: the job waits for them.
+                return Decision(
+                    job.job,
+                    WAIT,
+                    submitted_s=job.submitted_s,
+                    reason=f"waits for drained or failed machines to return ({why})",
+                )
+            return Decision(job.job, NEVER, submitted_s=job.submitted_s, reason=why)
         holders = timeline.endless()
         return Decision(
             job.job,
@@ -642,6 +656,8 @@ def _place_one(
             f"waits for the machines of {', '.join(waits_for)}: it finishes sooner on them than "
             "on the machines free now"
         )
+        if start <= release:
+            reason = "submitted for later: it starts no sooner than its submitted_at"
     return Decision(
         job.job,
         action,
@@ -838,7 +854,7 @@ def _best_move(
     jobs, waiting jobs) after it, or None."""
     if current.mean_completion_s is None:
         return None
-    limit = current.mean_completion_s * (1 - settings.move_gain)
+    limit = current.mean_completion_s - abs(current.mean_completion_s) * settings.move_gain
     best = _best_growth(
         fleet, usable, current, kept, displaced, waiting, settings, planner, deadlines, limit
     )

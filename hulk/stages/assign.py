@@ -68,6 +68,8 @@ def run(
     from hulk.stages.scheduling import schedule_run
 
     with folder_lock(data_dir, "assign", settings.scheduler.lock_timeout_s):
+        # The clock once the lock is ours: a run that waited schedules from when it runs.
+        started = now or pl.utc_now()
         return schedule_run(data_dir, settings, jobs_file, strategy, out_dir, seed, started, now)
 
 

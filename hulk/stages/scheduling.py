@@ -32,7 +32,7 @@ from hulk import schemas
 from hulk.data_folder import load_fleet
 from hulk.findings import Finding
 from hulk.job_store import QUEUED, RUNNING, SUBMITTED, JobState, JobStore
-from hulk.jobs import format_time
+from hulk.jobs import format_time, later
 from hulk.settings import Settings
 from hulk.stages import ScheduledTimes, StepResult
 
@@ -352,9 +352,8 @@ def _placement(decision: Decision, fleet: Fleet, baselines: BaselineMemory) -> J
 
 
 def _at(now: dt.datetime, seconds: float | None) -> str | None:
-    if seconds is None or not math.isfinite(seconds):
-        return None
-    return format_time(now + dt.timedelta(seconds=seconds))
+    moment = None if seconds is None else later(now, seconds)
+    return None if moment is None else format_time(moment)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -417,6 +416,7 @@ class QueueBlock:
     finished: list[str]
     submitted: list[str]
     withdrawn: list[str]
+    resubmitted: list[str]
     drained: list[int]  # node ids drained for not reporting
     strategy_plans: bool  # the strategy's plans were kept for the jobs starting together
     scheduling_s: float
@@ -454,6 +454,7 @@ def queue_block(
         finished=list(finished),
         submitted=list(changes.get("submitted", [])),
         withdrawn=list(changes.get("withdrawn", [])),
+        resubmitted=list(changes.get("resubmitted", [])),
         drained=list(drained),
         strategy_plans=strategy_plans,
         scheduling_s=round(seconds, 3),
@@ -555,8 +556,10 @@ def schedule_run(
         inventory = inventory.copy()
         inventory.loc[inventory["node_id"].isin(drained), "status"] = "drained"
     champion = load_champion(settings) if strategy == "gnn" else None
-    with JobStore(jobs_db(data_dir)) as store:
-        changes = store.sync_file(jobs, started)
+    # One transaction for the whole run: a run that fails before its placements are written
+    # (a bad --out, a job the store cannot take) leaves the store as it was.
+    with JobStore(jobs_db(data_dir)) as store, store.transaction():
+        changes = store.sync_file(jobs, started, jobs_file)
         finished = store.finish_done(started)
         states = store.jobs([SUBMITTED, QUEUED, RUNNING])
         running, waiting = scheduler_inputs(states, fleet, started)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import subprocess
@@ -190,6 +191,28 @@ def test_jobs_commands(tiny: Path, tmp_path: Path) -> None:
     assert "submitted" in history.output and "cancelled" in history.output
 
 
+def test_a_failed_assign_run_changes_nothing_and_jobs_commands_need_the_folder(
+    tiny: Path, tmp_path: Path
+) -> None:
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(FAST))
+    jobs = write_jobs(tmp_path / "jobs.yaml", spec("bert", "BERT-large", iterations=1000))
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a folder")
+    args = ["--params", params, "assign", "--data", tiny, "--jobs", jobs, "--strategy", "teacher"]
+    failed = runner.invoke(app, [str(a) for a in (*args, "--out", a_file / "placements")])
+    assert failed.exit_code == 2, failed.output
+    assert "io.not_a_folder" in failed.output and "Traceback" not in failed.output
+    with JobStore(jobs_db(tiny)) as store:
+        assert store.get("bert") is None and store.events() == []  # the run left no trace
+    typo = tmp_path / "no-such-folder"
+    listed = runner.invoke(app, ["jobs", "list", "--data", str(typo)])
+    assert listed.exit_code == 2 and "data.missing_folder" in listed.output
+    assert not typo.exists()
+    history = runner.invoke(app, ["jobs", "history", "nobody", "--data", str(tiny)])
+    assert history.exit_code == 2 and "jobs.unknown_job" in history.output
+
+
 def test_the_jobs_file_syncs_into_the_store(tmp_path: Path) -> None:
     a, b = (load_jobs(write_jobs(tmp_path / f"{n}.yaml", spec(n, "BERT-large")))[0] for n in "ab")
     with JobStore(tmp_path / "jobs.db") as store:
@@ -202,6 +225,54 @@ def test_the_jobs_file_syncs_into_the_store(tmp_path: Path) -> None:
             "b": "cancelled",
             "c": "submitted",
         }
+
+
+def test_a_job_the_file_lists_again_is_back_in_line_and_a_name_is_one_job(
+    tmp_path: Path,
+) -> None:
+    a, b = (load_jobs(write_jobs(tmp_path / f"{n}.yaml", spec(n, "BERT-large")))[0] for n in "ab")
+    later = T0 + dt.timedelta(hours=1)
+    with JobStore(tmp_path / "jobs.db") as store:
+        store.sync_file([a, b], T0)
+        assert store.sync_file([a], later)["withdrawn"] == ["b"]  # one run on another file
+        assert store.sync_file([a, b], later)["resubmitted"] == ["b"]
+        back = store.get("b")
+        assert back is not None and back.state == "submitted" and back.submitted_at == T0
+        store.cancel("b", later)  # cancelled by its users: the file does not bring it back
+        assert store.sync_file([a, b], later)["resubmitted"] == []
+        cli = load_jobs(write_jobs(tmp_path / "c.yaml", spec("c", "GPT-2-1.5B")))[0]
+        store.submit([cli], T0)
+        other = load_jobs(write_jobs(tmp_path / "c2.yaml", spec("c", "BERT-large")))[0]
+        with pytest.raises(InputError, match=r"jobs\.name_taken.*c: the job store holds"):
+            store.sync_file([a, other], later, tmp_path / "c2.yaml")
+        assert store.get("c").job == cli  # nothing of the failed sync landed
+        assert store.sync_file([a, cli], later) == {
+            "submitted": [],
+            "updated": [],
+            "withdrawn": [],
+            "resubmitted": [],
+        }
+
+
+def test_reported_progress_and_times_past_any_calendar_are_checked(tmp_path: Path) -> None:
+    job = load_jobs(write_jobs(tmp_path / "j.yaml", spec("j", "BERT-large", iterations=1000)))[0]
+    with JobStore(tmp_path / "jobs.db") as store:
+        store.submit([job], T0)
+        state = store.get("j")
+        assert state is not None
+        store.put(
+            dataclasses.replace(state, state=RUNNING, iteration_s=1.0, computing_since=T0), None
+        )
+        for done in (float("nan"), float("inf"), -1.0, 1001.0):
+            with pytest.raises(InputError, match=r"jobs\.bad_progress"):
+                store.report_progress("j", done, T0)
+        assert store.report_progress("j", 400.0, T0).done_iterations == 400.0
+        running = store.get("j")
+        assert running is not None
+        assert running.estimated_finish() == T0 + dt.timedelta(seconds=600)
+        endless = dataclasses.replace(running, iteration_s=1e12)  # 600 × 1e12 s: past year 9999
+        assert endless.estimated_finish() is None
+        assert endless.to_dict(T0)["estimated_finish"] is None
 
 
 def test_a_broken_store_is_a_clear_error(tmp_path: Path) -> None:
@@ -222,6 +293,9 @@ def test_a_broken_store_is_a_clear_error(tmp_path: Path) -> None:
         ),
         ({"iterations": 0}, "jobs.not_positive"),
         ({"iterations": 1.5}, "jobs.wrong_type"),
+        ({"submitted_at": "2026-13-45T00:00:00Z"}, "jobs.bad_time"),  # YAML's own timestamp
+        ({"iterations": 10**20}, "jobs.too_long"),
+        ({"tokens": 1e30}, "jobs.too_long"),
     ],
 )
 def test_job_lengths_and_times_are_checked(tmp_path: Path, extra: dict, rule: str) -> None:

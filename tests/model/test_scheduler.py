@@ -150,6 +150,33 @@ def test_a_job_no_fleet_can_hold_is_never_and_the_others_run() -> None:
     assert named(found, BERT.name).action == START
 
 
+def test_a_job_submitted_for_later_starts_no_sooner_and_moves_nothing() -> None:
+    fleet = two_sites()
+    busy = running_on(fleet, GPT2, [0, 1, 2, 3], remaining=5_000)
+    later = Waiting(BERT, 1_000, submitted_s=86_400.0)  # its submitted_at is a day ahead
+    found = schedule(fleet, [busy], [later], SETTINGS, planner(fleet))
+    held = named(found, BERT.name)
+    assert held.action == WAIT and held.start_s == 86_400.0
+    assert "submitted for later" in (held.reason or "")
+    assert held.finish_s is not None and held.finish_s > held.start_s
+    # Completion counts from submission: never negative, so no move is taken for a "gain".
+    assert found.mean_completion_s is not None and found.mean_completion_s > 0
+    assert named(found, GPT2.name).action == KEEP and found.moves == []
+
+
+def test_a_job_waits_for_drained_machines_it_needs_and_never_only_beyond_the_fleet() -> None:
+    drained = two_sites(4, active=[False] * 4)
+    huge = PRESET_JOBS["OPT-175B"]  # more memory than the whole fleet, drained or not
+    found = schedule(
+        drained, [], [Waiting(BERT, 10, 0.0), Waiting(huge, 10, 0.0)], SETTINGS, planner(drained)
+    )
+    waiting = named(found, BERT.name)
+    assert waiting.action == WAIT and waiting.nodes == () and waiting.start_s is None
+    assert "drained or failed machines to return" in (waiting.reason or "")
+    assert not (waiting.reason or "").startswith(BERT.name)
+    assert named(found, huge.name).action == NEVER
+
+
 def test_a_move_happens_only_when_it_pays_for_itself() -> None:
     fleet = two_sites()
     slow = running_on(fleet, GPT2, [0], remaining=200_000)  # one machine, seven idle
