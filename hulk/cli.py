@@ -14,7 +14,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -55,6 +55,20 @@ def _settings(ctx: typer.Context, data: Path | None = None) -> Settings:
     `Settings.with_data_dir`), as for the nightly run."""
     settings: Settings = ctx.obj
     return settings if data is None else settings.with_data_dir(data)
+
+
+@contextmanager
+def _nightly_files(settings: Settings) -> Iterator[None]:
+    """The data folder's ``nightly`` lock, for a command that writes what the nightly writes
+    (logs, link table, graph, corpus, labels, model): run by hand during a nightly, it waits
+    for it (`hulk.folder_lock`). Assign runs take the ``assign`` lock instead."""
+    from hulk.folder_lock import folder_lock
+
+    if not settings.data_dir.exists():  # a folder still to be made: no nightly runs on it, and
+        yield  # a failed first command must leave no folder behind
+        return
+    with folder_lock(settings.data_dir, "nightly", settings.scheduler.lock_timeout_s):
+        yield
 
 
 def _print_version(value: bool) -> None:
@@ -198,10 +212,11 @@ def generate(
     if append_day:
         from hulk.stages.generate import append_day as append_next_day
 
-        result = append_next_day(settings.data_dir, settings, seed=seed)
+        with _nightly_files(settings):
+            result = append_next_day(settings.data_dir, settings, seed=seed)
         report(result, "appended", started)
         return
-    with progress_bar("generating logs") as bar:
+    with _nightly_files(settings), progress_bar("generating logs") as bar:
         result = steps.run(
             "generate",
             settings,
@@ -228,7 +243,8 @@ def import_hulk(
     started = time.perf_counter()
     from hulk.stages import import_hulk as importer
 
-    result = importer.run(nodes, edges, settings.data_dir, settings)
+    with _nightly_files(settings):
+        result = importer.run(nodes, edges, settings.data_dir, settings)
     report(result, "imported", started)
 
 
@@ -241,7 +257,7 @@ def validate(
     """Validate the inventory, raw logs and link table a data folder holds."""
     settings = _settings(ctx, data)
     started = time.perf_counter()
-    with progress_bar("validating log partitions") as bar:
+    with _nightly_files(settings), progress_bar("validating log partitions") as bar:
         result = steps.run("validate", settings, progress=bar)
     report(result, "validated", started)
 
@@ -261,7 +277,7 @@ def ingest(
     """Compute the link table over the rolling window from raw latency logs."""
     settings = _settings(ctx, out_dir)
     started = time.perf_counter()
-    with progress_bar("validating log partitions") as bar:
+    with _nightly_files(settings), progress_bar("validating log partitions") as bar:
         result = steps.run(
             "ingest", settings, logs_dir=logs, inventory_file=inventory, progress=bar
         )
@@ -277,7 +293,8 @@ def graph(
     """Build the fleet graph snapshot (networkx + PyTorch Geometric)."""
     settings = _settings(ctx, data)
     started = time.perf_counter()
-    result = steps.run("graph", settings)
+    with _nightly_files(settings):
+        result = steps.run("graph", settings)
     report(result, "fleet graph", started)
 
 
@@ -291,7 +308,7 @@ def run(
     nightly flow (validate → ingest → graph → teacher labels → train → assign → evaluate)."""
     settings = _settings(ctx, data)
     total = time.perf_counter()
-    with progress_bar("generating logs") as bar:
+    with _nightly_files(settings), progress_bar("generating logs") as bar:
         result = steps.run("generate", settings, progress=bar)
     report(result, "generated", total)
     log_line(steps.record_dvc_lock(settings, _params_path(ctx), ["generate"]))
@@ -365,11 +382,14 @@ def stage(
         )
     settings = _settings(ctx)
     started = time.perf_counter()
-    if name in ("generate", "validate", "corpus", "train"):
-        with progress_bar(f"{name}") as bar:
-            result = steps.run(name, settings, progress=bar)
-    else:
-        result = steps.run(name, settings)
+    # assign takes the assign lock itself; evaluate only reads and plots.
+    lock = nullcontext() if name in ("assign", "evaluate") else _nightly_files(settings)
+    with lock:
+        if name in ("generate", "validate", "corpus", "train"):
+            with progress_bar(f"{name}") as bar:
+                result = steps.run(name, settings, progress=bar)
+        else:
+            result = steps.run(name, settings)
     report(result, name, started, _brief(result))
 
 
@@ -423,17 +443,18 @@ def train(
 
     settings = _settings(ctx, data)
     started = time.perf_counter()
-    with progress_bar("labelling corpus fleets") as bar:
-        built = steps.run(
-            "corpus", settings, seed=seed, workers=workers, rebuild=rebuild_corpus, progress=bar
-        )
-    log_line("prior: training on the corpus unless it is current")
-    prior = steps.run("prior", settings, seed=seed, rebuild=rebuild_corpus)
-    log_line("labels: the fleet's samples, teacher-labelled unless cached")
-    labels = steps.run("labels", settings)
-    log_line(f"labels: {labels.summary.labelled} labelled, {labels.summary.cached} cached")
-    with progress_bar("fine-tuning epochs") as bar:
-        result = steps.run("train", settings, seed=seed, progress=bar)
+    with _nightly_files(settings):
+        with progress_bar("labelling corpus fleets") as bar:
+            built = steps.run(
+                "corpus", settings, seed=seed, workers=workers, rebuild=rebuild_corpus, progress=bar
+            )
+        log_line("prior: training on the corpus unless it is current")
+        prior = steps.run("prior", settings, seed=seed, rebuild=rebuild_corpus)
+        log_line("labels: the fleet's samples, teacher-labelled unless cached")
+        labels = steps.run("labels", settings)
+        log_line(f"labels: {labels.summary.labelled} labelled, {labels.summary.cached} cached")
+        with progress_bar("fine-tuning epochs") as bar:
+            result = steps.run("train", settings, seed=seed, progress=bar)
     result.findings = labels.findings + result.findings
     figures = {
         "corpus_reused": built.summary.reused,

@@ -5,10 +5,13 @@ however it ends (``kill -9`` included), so a crashed run never leaves the folder
 lock file holds the holder's pid and start time, for the message of whoever waits. It works
 for runs outside Prefect (the CLI, cron, DVC) and inside it alike.
 
-Two locks: ``assign`` (the scheduler's state and the published placements: every assign run,
-the nightly's included) and ``nightly`` (the fleet's data, graph, labels and model). An assign
-run never waits for a nightly: it reads files that are replaced atomically and the champion as
-it was when it started.
+Two locks over two disjoint parts of the folder: ``assign`` (the scheduler's state and the
+published placements: every assign run, the nightly's included, and `hulk jobs`) and
+``nightly`` (the fleet's data, graph, labels and model: the nightly flow, and the commands that
+write those by hand). An assign run never waits for a nightly: it reads files that are replaced
+atomically and the champion as it was when it started. A lock is taken by the outermost caller
+(the flow, the CLI command), never inside a step: ``flock`` on a second descriptor would wait for
+the process's own lock.
 """
 
 from __future__ import annotations

@@ -171,6 +171,22 @@ def test_two_assign_runs_at_once_leave_both_files_and_one_latest(
         assert [e["event"] for e in store.events("bert")] == ["submitted", "started"]
 
 
+def test_a_command_rewriting_the_nightlys_files_waits_for_the_nightly(
+    tiny: Path, tmp_path: Path
+) -> None:
+    from hulk.folder_lock import folder_lock
+
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({**FAST, "scheduler": {"lock_timeout_s": 0.5}}))
+    before = sorted(p.name for p in tiny.rglob("*") if ".locks" not in p.parts)
+    with folder_lock(tiny, "nightly", 1.0):  # a nightly running on the folder
+        graph = runner.invoke(app, ["--params", str(params), "graph", "--data", str(tiny)])
+        assert graph.exit_code == 2 and "lock.timeout" in graph.output, graph.output
+        assert sorted(p.name for p in tiny.rglob("*") if ".locks" not in p.parts) == before
+        jobs = runner.invoke(app, ["--params", str(params), "jobs", "list", "--data", str(tiny)])
+        assert jobs.exit_code == 0, jobs.output  # the job store is the assign lock's
+
+
 def test_jobs_commands(tiny: Path, tmp_path: Path) -> None:
     jobs = write_jobs(tmp_path / "more.yaml", spec("extra", "BERT-large", tokens=1e9))
     ok = runner.invoke(app, ["jobs", "submit", str(jobs), "--data", str(tiny)])

@@ -27,8 +27,9 @@ HULK = str(Path(sys.executable).with_name("hulk"))
 REPO = Path(__file__).resolve().parents[2]
 HULK47 = REPO.parent / "shared" / "datasets" / "hulk-47"
 # In the namespace: $0 the folder; then the command. Lists every file with its sha256 before and
-# after, so the test sees whether anything changed.
-LIST = 'find "$0" -type f ! -name .filler | sort | xargs -r sha256sum'
+# after, so the test sees whether anything changed. Lock files (DATA/.locks, empty unless held)
+# are the folder's bookkeeping, not outputs: taking a lock may create one.
+LIST = 'find "$0" -type f ! -name .filler ! -path "*/.locks/*" | sort | xargs -r sha256sum'
 RUN = f'{LIST}; echo ==; "$@"; echo "rc=$?"; echo ==; {LIST}'
 READ_ONLY = f'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" || exit 99; {RUN}'
 FULL = (
