@@ -168,7 +168,8 @@ def assign_flow(params: str = "params.yaml", data_dir: str | None = None) -> dic
     artifacts = create_placements_artifacts(doc, markdown)
     mlflow_run = log_to_mlflow.with_options(**retry)(settings, placements, markdown)
     _finish(settings, Path(placements), mlflow_run)  # the plot, then the record: published
-    logger.info("published %s (latest: %s)", placements, published.outputs["latest"])
+    latest = published.outputs.get("latest", "kept: jobs run on the scheduler's placements")
+    logger.info("published %s (latest: %s)", placements, latest)
     return {
         **brief(published.summary),
         "placements": placements,

@@ -603,6 +603,11 @@ def _print_assignment(result: StepResult[AssignSummary], started: float) -> None
     _makespan(summary.makespan_s, schedule_of(summary.strategy))
     if summary.queue is not None:
         _queue_lines(summary.queue)
+    if summary.kept_latest:
+        out.print(
+            f"latest.json kept: {summary.kept_latest} job(s) run on the scheduler's placements; "
+            f"System {summary.strategy}'s are in {result.outputs['placements']}"
+        )
     report(result, "assigned", started, _brief(result))
 
 

@@ -278,8 +278,9 @@ def dumps(doc: Mapping[str, Any]) -> str:
     return json.dumps(doc, indent=2, allow_nan=False, ensure_ascii=False) + "\n"
 
 
-def write_placements(doc: Mapping[str, Any], out_dir: str | Path) -> Path:
-    """Write ``out_dir/<run_id>.json``, then replace ``out_dir/latest.json``; both atomically.
+def write_placements(doc: Mapping[str, Any], out_dir: str | Path, publish: bool = True) -> Path:
+    """Write ``out_dir/<run_id>.json``, then (with `publish`) replace ``out_dir/latest.json``;
+    both atomically.
 
     A run id already taken in `out_dir` (two runs in the same second on the same inputs) gets
     the first free suffix ``-2``, ``-3``, … in the file and its name, so no run's file replaces
@@ -301,5 +302,6 @@ def write_placements(doc: Mapping[str, Any], out_dir: str | Path) -> Path:
     text = dumps(doc)
     path = out_dir / f"{unique}.json"
     fileio.write_text(path, text)
-    fileio.write_text(out_dir / LATEST, text)
+    if publish:
+        fileio.write_text(out_dir / LATEST, text)
     return path

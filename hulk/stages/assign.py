@@ -29,6 +29,8 @@ class AssignSummary(Summary):
     jobs: list[JobRow]  # `placement_rows`
     makespan_s: float | None
     queue: QueueBlock | None = None  # the scheduler's figures (`hulk.stages.scheduling`)
+    # A, B, C only: running jobs that kept latest.json the scheduler's (0: it was replaced).
+    kept_latest: int = 0
 
 
 def run(
@@ -62,11 +64,14 @@ def run(
         check_strategy(strategy)
     out_dir = out_dir or settings.assign.placements_dir
     seed = settings.seed if seed is None else seed
-    if schedule_of(strategy) == pl.SEQUENTIAL:
-        return _whole_fleet(data_dir, settings, jobs_file, strategy, out_dir, seed, started, now)
     from hulk.folder_lock import folder_lock
     from hulk.stages.scheduling import schedule_run
 
+    if schedule_of(strategy) == pl.SEQUENTIAL:
+        with folder_lock(data_dir, "assign", settings.scheduler.lock_timeout_s):
+            return _whole_fleet(
+                data_dir, settings, jobs_file, strategy, out_dir, seed, started, now
+            )
     with folder_lock(data_dir, "assign", settings.scheduler.lock_timeout_s):
         # The clock once the lock is ours: a run that waited schedules from when it runs.
         started = now or pl.utc_now()
@@ -83,10 +88,14 @@ def _whole_fleet(
     started: dt.datetime,
     now: dt.datetime | None,
 ) -> StepResult[AssignSummary]:
-    """Systems A, B, C: the jobs file on the whole fleet, one job after another."""
+    """Systems A, B, C: the jobs file on the whole fleet, one job after another. A comparison,
+    not a schedule: while the job store has running jobs, ``latest.json`` stays the scheduler's
+    (what the jobs run on) and only the run's own file is written."""
     from hulk import placements as pl
     from hulk.assign import makespan, place_jobs, schedule_of
+    from hulk.job_store import RUNNING, JobStore
     from hulk.jobs import load_jobs
+    from hulk.stages.scheduling import jobs_db
 
     jobs = load_jobs(jobs_file)
     fleet, _, _ = load_fleet(data_dir, settings)
@@ -103,14 +112,21 @@ def _whole_fleet(
         started=started,
         generated_at=now,
     )
-    path = pl.write_placements(doc, out_dir)
+    store = jobs_db(data_dir)
+    running = 0
+    if store.is_file():
+        with JobStore(store) as jobs_store:
+            running = len(jobs_store.jobs([RUNNING]))
+    path = pl.write_placements(doc, out_dir, publish=not running)
+    outputs = {"placements": path} | ({} if running else {"latest": out_dir / pl.LATEST})
     return StepResult(
-        outputs={"placements": path, "latest": out_dir / pl.LATEST},
+        outputs=outputs,
         summary=AssignSummary(
             strategy=strategy,
             run_id=path.stem,
             jobs=placement_rows(placed, fleet),
             makespan_s=doc["makespan_s"],
+            kept_latest=running,
         ),
     )
 

@@ -187,6 +187,18 @@ def test_a_command_rewriting_the_nightlys_files_waits_for_the_nightly(
         assert jobs.exit_code == 0, jobs.output  # the job store is the assign lock's
 
 
+def test_a_whole_fleet_system_leaves_the_published_schedule_to_running_jobs(
+    tiny: Path, settings: Settings, tmp_path: Path
+) -> None:
+    jobs = write_jobs(tmp_path / "jobs.yaml", spec("bert", "BERT-large", iterations=1_000_000))
+    assign(tiny, settings, jobs, T0)
+    latest = (tiny / "pl" / "latest.json").read_bytes()
+    result = stage.run(tiny, settings, jobs_file=jobs, strategy="B", out_dir=tiny / "pl", now=T0)
+    assert result.summary.kept_latest == 1 and "latest" not in result.outputs
+    assert json.loads(result.outputs["placements"].read_text())["strategy"] == "B"
+    assert (tiny / "pl" / "latest.json").read_bytes() == latest
+
+
 def test_jobs_commands(tiny: Path, tmp_path: Path) -> None:
     jobs = write_jobs(tmp_path / "more.yaml", spec("extra", "BERT-large", tokens=1e9))
     ok = runner.invoke(app, ["jobs", "submit", str(jobs), "--data", str(tiny)])
