@@ -594,6 +594,38 @@ def assign(
     _print_assignment(result, started)
 
 
+@app.command()
+@reports_errors
+def publish(
+    ctx: typer.Context,
+    data: Annotated[Path | None, typer.Option(help="Data folder (params: data_dir).")] = None,
+) -> None:
+    """Publish the placements latest.json holds as the assign flow does: their MLflow
+    assignment run, latest.png and the record latest.published.json (after `hulk assign`)."""
+    import json
+
+    from flows.assign import PUBLISHED, _finish, _published_run
+    from hulk.placements import LATEST
+
+    settings = _settings(ctx, data)
+    folder = settings.assign.placements_dir
+    latest = folder / LATEST
+    try:
+        run_id = json.loads(latest.read_text(encoding="utf-8"))["run_id"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InputError(
+            latest, "publish.no_placements", f"no placements to publish ({exc}): run hulk assign"
+        ) from None
+    if _published_run(settings) == run_id:
+        out.print(f"[green]✓[/green] {escape(run_id)} is published already ({PUBLISHED})")
+        return
+    run_file = folder / f"{run_id}.json"
+    if not run_file.is_file():
+        raise InputError(run_file, "publish.no_run_file", f"latest.json names {run_id}: missing")
+    mlflow_run = _finish(settings, run_file, None)
+    out.print(f"[green]✓[/green] published {escape(run_id)}: MLflow run {mlflow_run}, latest.png")
+
+
 def _print_assignment(result: StepResult[AssignSummary], started: float) -> None:
     from hulk.assign import schedule_of
 
@@ -603,6 +635,11 @@ def _print_assignment(result: StepResult[AssignSummary], started: float) -> None
     _makespan(summary.makespan_s, schedule_of(summary.strategy))
     if summary.queue is not None:
         _queue_lines(summary.queue)
+    if summary.queue is not None and not summary.kept_latest:
+        out.print(
+            "    not yet published (MLflow run, latest.png): `hulk publish`, or the assign "
+            "flow's next run"
+        )
     if summary.kept_latest:
         out.print(
             f"latest.json kept: {summary.kept_latest} job(s) run on the scheduler's placements; "

@@ -136,3 +136,15 @@ def test_a_publication_cut_short_is_completed_by_the_next_run(folder: Path) -> N
     assert json.loads((placements / PUBLISHED).read_text())["run_id"] == third.stem
     # The earlier runs' MLflow runs are still one each.
     assert len(_mlflow_runs(settings, first.stem)) == len(_mlflow_runs(settings, second.stem)) == 1
+    # A run by hand (`hulk assign`) is published with `hulk publish`, once.
+    by_hand = invoke("--params", folder, "assign")
+    assert by_hand.exit_code == 0 and "hulk publish" in by_hand.output, by_hand.output
+    fourth = json.loads((placements / "latest.json").read_text())["run_id"]
+    assert _mlflow_runs(settings, fourth) == []
+    done = invoke("--params", folder, "publish")
+    assert done.exit_code == 0 and f"published {fourth}" in done.output, done.output
+    assert len(_mlflow_runs(settings, fourth)) == 1
+    assert json.loads((placements / PUBLISHED).read_text())["run_id"] == fourth
+    again = invoke("--params", folder, "publish")
+    assert again.exit_code == 0 and "published already" in again.output
+    assert len(_mlflow_runs(settings, fourth)) == 1
