@@ -248,7 +248,7 @@ def check_strategy(strategy: str) -> None:
         raise InputError(
             None,
             "assign.unknown_strategy",
-            f"--strategy {strategy!r} is not one of {', '.join(STRATEGIES)}",
+            f"--strategy {strategy!r} is not one of auto, {', '.join(STRATEGIES)}",
         )
     if strategy == "gnn":  # until the GNN issue: then check for a registered champion here
         raise InputError(None, "assign.no_model", NO_MODEL)

@@ -844,18 +844,25 @@ def jobs_list(
             out.print_json(data=record)
         return
     table = Table(title=f"jobs at {now:%Y-%m-%d %H:%M}Z", title_justify="left", box=box.SIMPLE_HEAD)
-    for column in ("job", "state", "machines", "done / iterations", "started", "finish (est.)"):
+    columns = ["job", "state", "machines", "done / iterations", "started", "finish (est.)"]
+    deadlines = any(r["deadline"] for r in records)
+    for column in columns + (["deadline"] if deadlines else []):
         table.add_column(column, overflow="fold")
     for r in records:
         length = "-" if r["iterations"] is None else f"{r['iterations']:,}"
-        table.add_row(
+        finish = r["estimated_finish"] or r["finished_at"]
+        cells = [
             escape(r["job"]),
             r["state"],
-            _id_ranges(r["nodes"]),
+            _id_ranges(r["nodes"]) if r["state"] == "running" else "-",  # only running jobs hold
             f"{r['done_iterations']:,.0f} / {length}",
             _utc_short(r["started_at"]),
-            _utc_short(r["estimated_finish"] or r["finished_at"]),
-        )
+            _utc_short(finish),
+        ]
+        if deadlines:
+            late = bool(r["deadline"] and finish and finish > r["deadline"])
+            cells.append(_utc_short(r["deadline"]) + (" [red]missed[/red]" if late else ""))
+        table.add_row(*cells)
     out.print(table)
     for r in records:
         if r["reason"] and r["state"] != "running":

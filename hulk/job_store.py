@@ -144,6 +144,7 @@ class JobState:
             "started_at": _fmt(self.started_at),
             "finished_at": _fmt(self.finished_at),
             "estimated_finish": _fmt(self.estimated_finish()),
+            "deadline": _fmt(self.job.deadline),
             "moves": self.moves,
         }
         return record
@@ -410,7 +411,14 @@ class JobStore:
     def cancel(self, name: str, now: dt.datetime) -> JobState:
         """Cancel a waiting or running job; its machines return to the pool."""
         have = self._change(name, (SUBMITTED, QUEUED, RUNNING), "cancel")
-        state = replace(have, state=CANCELLED, updated_at=now, finished_at=now, reason="cancelled")
+        state = replace(
+            have,
+            state=CANCELLED,
+            updated_at=now,
+            finished_at=now,
+            done_iterations=have.progress(now),  # what it did before it was cancelled
+            reason="cancelled",
+        )
         with self.transaction():
             self.put(state, "cancelled", "by the user")
         return state

@@ -200,7 +200,10 @@ def test_a_whole_fleet_system_leaves_the_published_schedule_to_running_jobs(
 
 
 def test_jobs_commands(tiny: Path, tmp_path: Path) -> None:
-    jobs = write_jobs(tmp_path / "more.yaml", spec("extra", "BERT-large", tokens=1e9))
+    jobs = write_jobs(
+        tmp_path / "more.yaml",
+        spec("extra", "BERT-large", tokens=1e9, deadline="2099-01-01T00:00:00Z"),
+    )
     ok = runner.invoke(app, ["jobs", "submit", str(jobs), "--data", str(tiny)])
     assert ok.exit_code == 0, ok.output
     again = runner.invoke(app, ["jobs", "submit", str(jobs), "--data", str(tiny)])
@@ -208,6 +211,9 @@ def test_jobs_commands(tiny: Path, tmp_path: Path) -> None:
     listed = runner.invoke(app, ["jobs", "list", "--data", str(tiny), "--json"])
     record = json.loads(listed.output)
     assert record["job"] == "extra" and record["state"] == "submitted"
+    assert record["deadline"] == "2099-01-01T00:00:00Z"
+    table = runner.invoke(app, ["jobs", "list", "--data", str(tiny)])
+    assert table.exit_code == 0 and "00:00" in table.output  # its deadline's column
     assert record["iterations"] == -(-int(1e9) // (256 * 512))  # tokens / (batch × seq_len)
     finish = runner.invoke(app, ["jobs", "finish", "extra", "--data", str(tiny)])
     assert finish.exit_code == 2 and "jobs.wrong_state" in finish.output
