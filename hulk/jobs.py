@@ -435,7 +435,8 @@ def parse_jobs(raw: object, source: str | Path | None = None) -> list[Job]:
     if problems:
         rule, first = problems[0]
         detail = first if len(problems) == 1 else f"{first} (and {len(problems) - 1} more)"
-        raise InputError(source, rule, detail, [message for _, message in problems])
+        examples = [message for _, message in problems] if len(problems) > 1 else []
+        raise InputError(source, rule, detail, examples)
     return jobs
 
 
