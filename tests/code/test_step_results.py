@@ -26,6 +26,7 @@ QUEUE = QueueBlock(
     finished=["short"],
     submitted=["t5"],
     withdrawn=[],
+    resubmitted=[],
     drained=[17],
     strategy_plans=False,
     scheduling_s=0.012,
