@@ -5,7 +5,8 @@
    proposes a few pools of free machines (the machines the model gives the job, with some
    slack, and regions of the sites where its probability mass lies, each cut to the planner's
    search width); `hulk.planner.plan_job` lays the job out on each (replicas, pipeline order,
-   layers per stage, with the narrower search of `assign.gnn_planner`) and the fastest plan
+   layers per stage, with the narrower search of `assign.gnn_planner`, narrower still on a
+   large fleet: `assign.gnn_planner_large`) and the fastest plan
    wins. A pool whose compute alone cannot beat the best plan so far is skipped, and a job
    stops at a plan no slower than the slowest job placed before it. The machines the winning
    plan leaves out go back to the free pool.
@@ -21,7 +22,8 @@
    teacher's groups gets the teacher's balance between jobs, which the greedy pools (each
    job as fast as it can be, largest first) do not look for.
 3. The slowest job is then offered the machines no job took (`assign.gnn_idle_rounds` times)
-   and keeps a faster plan if the planner finds one. Jobs are placed largest first without
+   and keeps a faster plan if the planner finds one (a job still the slowest after its offer is
+   not offered its own and the idle machines again). Jobs are placed largest first without
    knowing what the smaller ones will leave; on a small fleet this lets the job that sets the
    makespan use the rest. On a large one the idle machines are too many for one planner search
    (`planner.max_pool`), and the job is offered the fastest of them that fit: the model's
@@ -130,8 +132,10 @@ def gnn_decide(
     spent: dict[str, float] = {}
     options = settings.assign
     regions = options.gnn_site_candidates
+    pool_planner = settings.gnn_planner
     if int(fleet.active.sum()) > options.gnn_large_fleet:
         regions = options.gnn_site_candidates_large
+        pool_planner = settings.gnn_planner_large
 
     def pools_for(rank: int, job: Job, free: np.ndarray) -> list[np.ndarray]:
         with _timed(spent, "grouping"):
@@ -148,7 +152,7 @@ def gnn_decide(
                 settings.planner.max_pool,
             )
 
-    planner = _PoolPlanner(fleet, settings)
+    planner = _PoolPlanner(fleet, settings, pool_planner)
     free = fleet.active.copy()
     plans: dict[int, tuple[Plan, Cost]] = {}
     queued: dict[int, str] = {}
@@ -183,21 +187,8 @@ def gnn_decide(
         for plan, _ in plans.values():
             free[list(plan.nodes)] = False
 
-    for _ in range(settings.assign.gnn_idle_rounds):
-        if not plans or not free.any():
-            break
-        worst = max(plans, key=lambda i: plans[i][1].iteration_s)
-        pool = _idle_offer(plans[worst][0], free, fleet, settings.planner.max_pool)
-        if pool is None:
-            break
-        job = jobs[worst]
-        with _timed(spent, "planner"):
-            found = planner.best(worst, job, [pool], 0.0, incumbent=plans[worst])
-        if found is None:
-            break
-        free[list(plans[worst][0].nodes)] = True
-        free[list(found[0].nodes)] = False
-        plans[worst] = found
+    with _timed(spent, "planner"):
+        _offer_idle(jobs, fleet, plans, free, planner, settings)
 
     if plans and settings.assign.gnn_refine_evaluations > 0 and small:
         with _timed(spent, "refine"):
@@ -305,6 +296,37 @@ def _refined(
         grown_start=True,
     )
     return refined.plans if _better(refined.plans, plans) else plans
+
+
+def _offer_idle(
+    jobs: Sequence[Job],
+    fleet: Fleet,
+    plans: dict[int, tuple[Plan, Cost]],
+    free: np.ndarray,
+    planner: _PoolPlanner,
+    settings: Settings,
+) -> None:
+    """Offer the slowest job the idle machines (`_idle_offer`), up to `assign.gnn_idle_rounds`
+    times, keeping each faster plan found (`plans` and `free` are updated)."""
+    offered = None  # the job the last round offered machines to
+    for _ in range(settings.assign.gnn_idle_rounds):
+        if not plans or not free.any():
+            return
+        worst = max(plans, key=lambda i: plans[i][1].iteration_s)
+        if worst == offered:
+            # Still the slowest after its better plan: its machines and the idle ones are
+            # (nearly: the same fastest ones, on a large fleet) what it was just offered.
+            return
+        offered = worst
+        pool = _idle_offer(plans[worst][0], free, fleet, settings.planner.max_pool)
+        if pool is None:
+            return
+        found = planner.best(worst, jobs[worst], [pool], 0.0, incumbent=plans[worst])
+        if found is None:
+            return
+        free[list(plans[worst][0].nodes)] = True
+        free[list(found[0].nodes)] = False
+        plans[worst] = found
 
 
 def _idle_offer(plan: Plan, free: np.ndarray, fleet: Fleet, width: int) -> np.ndarray | None:
@@ -425,15 +447,13 @@ def model_placements(
 
 @dataclass
 class _PoolPlanner:
-    """The planner on candidate pools, remembering each (job, pool) it has laid out."""
+    """The planner on candidate pools (with `planner`: `Settings.gnn_planner` or, on a large
+    fleet, `Settings.gnn_planner_large`), remembering each (job, pool) it has laid out."""
 
     fleet: Fleet
     settings: Settings
+    planner: PlannerSettings
     known: dict[tuple[int, frozenset[int]], tuple[Plan | None, Cost]] = field(default_factory=dict)
-    planner: PlannerSettings = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.planner = self.settings.gnn_planner
 
     def best(
         self,

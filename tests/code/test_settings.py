@@ -62,6 +62,21 @@ def test_gnn_planner_changes_only_the_named_planner_settings() -> None:
     assert settings.planner.full_sets == 8  # the teacher's planner is untouched
 
 
+def test_gnn_planner_large_changes_the_gnn_planner_on_top() -> None:
+    settings = settings_from_dict(
+        {
+            "assign": {
+                "gnn_planner": {"full_sets": 2, "seed_sites": 2},
+                "gnn_planner_large": {"full_sets": 1},
+            }
+        }
+    )
+    assert settings.gnn_planner_large.full_sets == 1
+    assert settings.gnn_planner_large.seed_sites == 2  # from gnn_planner
+    assert settings.gnn_planner.full_sets == 2
+    assert settings.planner.full_sets == 8
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -69,6 +84,7 @@ def test_gnn_planner_changes_only_the_named_planner_settings() -> None:
         ({"full_sets": 0}, "full_sets"),
     ],
 )
-def test_bad_gnn_planner_keys_are_named(change: dict, message: str) -> None:
-    with pytest.raises(ConfigError, match=r"assign\.gnn_planner: .*" + message):
-        settings_from_dict({"assign": {"gnn_planner": change}})
+@pytest.mark.parametrize("key", ["gnn_planner", "gnn_planner_large"])
+def test_bad_gnn_planner_keys_are_named(key: str, change: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=rf"assign\.{key}: .*" + message):
+        settings_from_dict({"assign": {key: change}})
