@@ -40,10 +40,16 @@ def write_jobs(path: Path, *jobs: dict) -> Path:
 
 
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
+def params_file(tmp_path: Path) -> Path:
+    """params.yaml with a small teacher search."""
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump(FAST))
-    return load_settings(params)
+    return params
+
+
+@pytest.fixture
+def settings(params_file: Path) -> Settings:
+    return load_settings(params_file)
 
 
 def assign(data: Path, settings: Settings, jobs: Path, now: dt.datetime) -> dict:
@@ -147,10 +153,9 @@ def test_a_machine_that_stopped_reporting_moves_only_its_job(
 
 @pytest.mark.slow
 def test_two_assign_runs_at_once_leave_both_files_and_one_latest(
-    tiny: Path, tmp_path: Path
+    tiny: Path, tmp_path: Path, params_file: Path
 ) -> None:
-    params = tmp_path / "params.yaml"
-    params.write_text(yaml.safe_dump(FAST))
+    params = params_file
     jobs = write_jobs(tmp_path / "jobs.yaml", spec("bert", "BERT-large", iterations=1_000))
     command = [
         sys.executable, "-m", "hulk.cli", "--params", str(params), "assign", "--data", str(tiny),
@@ -226,10 +231,9 @@ def test_jobs_commands(tiny: Path, tmp_path: Path) -> None:
 
 
 def test_a_failed_assign_run_changes_nothing_and_jobs_commands_need_the_folder(
-    tiny: Path, tmp_path: Path
+    tiny: Path, tmp_path: Path, params_file: Path
 ) -> None:
-    params = tmp_path / "params.yaml"
-    params.write_text(yaml.safe_dump(FAST))
+    params = params_file
     jobs = write_jobs(tmp_path / "jobs.yaml", spec("bert", "BERT-large", iterations=1000))
     a_file = tmp_path / "a-file"
     a_file.write_text("not a folder")
