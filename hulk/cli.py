@@ -534,9 +534,7 @@ def _reasons(rows: Sequence[JobRow]) -> None:
 
 def _brief(result: StepResult[Any]) -> dict[str, Any]:
     """The summary's one-line values (tables are printed separately)."""
-    shown = result.summary.to_dict().items()
-    # kept_latest has its own line (`_print_assignment`).
-    return {k: v for k, v in shown if not isinstance(v, list | dict) and k != "kept_latest"}
+    return {k: v for k, v in result.summary.to_dict().items() if not isinstance(v, list | dict)}
 
 
 def _queue_lines(queue: QueueBlock) -> None:

@@ -30,7 +30,13 @@ class AssignSummary(Summary):
     makespan_s: float | None
     queue: QueueBlock | None = None  # the scheduler's figures (`hulk.stages.scheduling`)
     # A, B, C only: running jobs that kept latest.json the scheduler's (0: it was replaced).
-    kept_latest: int = 0
+    kept_latest: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        record = super().to_dict()
+        if self.kept_latest is None:  # a schedule: always published
+            del record["kept_latest"]
+        return record
 
 
 def run(
