@@ -57,6 +57,17 @@ def _settings(ctx: typer.Context, data: Path | None = None) -> Settings:
     return settings if data is None else settings.with_data_dir(data)
 
 
+def _existing_folder(settings: Settings) -> None:
+    """`data.missing_folder` unless the data folder exists: a command that reads one must not
+    grow a new folder (its lock, caches) from a mistyped --data."""
+    if not settings.data_dir.is_dir():
+        raise InputError(
+            settings.data_dir,
+            "data.missing_folder",
+            "no data folder here: give --data the folder `hulk run` or `hulk import-hulk` made",
+        )
+
+
 @contextmanager
 def _nightly_files(settings: Settings) -> Iterator[None]:
     """The data folder's ``nightly`` lock, for a command that writes what the nightly writes
@@ -256,6 +267,7 @@ def validate(
 ) -> None:
     """Validate the inventory, raw logs and link table a data folder holds."""
     settings = _settings(ctx, data)
+    _existing_folder(settings)
     started = time.perf_counter()
     with _nightly_files(settings), progress_bar("validating log partitions") as bar:
         result = steps.run("validate", settings, progress=bar)
@@ -292,6 +304,7 @@ def graph(
 ) -> None:
     """Build the fleet graph snapshot (networkx + PyTorch Geometric)."""
     settings = _settings(ctx, data)
+    _existing_folder(settings)
     started = time.perf_counter()
     with _nightly_files(settings):
         result = steps.run("graph", settings)
@@ -442,6 +455,7 @@ def train(
     from hulk.registry import ui_command, ui_runs_url
 
     settings = _settings(ctx, data)
+    _existing_folder(settings)
     started = time.perf_counter()
     with _nightly_files(settings):
         with progress_bar("labelling corpus fleets") as bar:
@@ -539,7 +553,7 @@ def _brief(result: StepResult[Any]) -> dict[str, Any]:
 
 def _queue_lines(queue: QueueBlock) -> None:
     """The scheduler's figures under the placements table."""
-    actions = ", ".join(f"{n} {a}" for a, n in queue.actions.items())
+    actions = ", ".join(f"{n} {a}" for a, n in queue.actions.items()) or "empty"
     mean, missed = queue.mean_completion_s, queue.missed_deadlines
     out.print(
         f"queue: {actions}; mean completion "
@@ -807,12 +821,7 @@ def _store(ctx: typer.Context, data: Path | None) -> Iterator[Any]:
     from hulk.stages.scheduling import jobs_db
 
     settings = _settings(ctx, data)
-    if not settings.data_dir.is_dir():  # a mistyped --data must not grow a new folder
-        raise InputError(
-            settings.data_dir,
-            "data.missing_folder",
-            "no data folder here: give --data the folder `hulk run` or `hulk import-hulk` made",
-        )
+    _existing_folder(settings)
     lock = folder_lock(settings.data_dir, "assign", settings.scheduler.lock_timeout_s)
     with lock, JobStore(jobs_db(settings.data_dir)) as store:
         yield store
@@ -916,6 +925,8 @@ def jobs_progress(
         state = store.report_progress(name, done, _now())
     finish = state.estimated_finish()
     when = f"{finish:%Y-%m-%d %H:%M}Z" if finish else "unknown (no length)"
+    if finish is None and state.job.iterations is not None:
+        when = "past year 9999"
     out.print(f"[green]✓[/green] {escape(name)}: {done:,.0f} iterations done; finish {when}")
 
 

@@ -55,6 +55,7 @@ _STORAGE_RULES = {
     errno.EDQUOT: ("io.disk_full", "disk quota exceeded"),
     # An output path through a file, or onto a folder: a mistyped --out.
     errno.ENOTDIR: ("io.not_a_folder", "a part of the path is a file, not a folder"),
+    errno.EEXIST: ("io.not_a_folder", "a file is where a folder must be made"),
     errno.EISDIR: ("io.is_a_folder", "the path is a folder, not a file"),
 }
 # The same faults as libraries report them without an errno (sqlite, duckdb, Arrow, torch).

@@ -33,7 +33,15 @@ from pathlib import Path
 from typing import Any
 
 from hulk.errors import InputError
-from hulk.jobs import Job, format_time, job_to_dict, later, parse_jobs, utc_time
+from hulk.jobs import (
+    MAX_ITERATIONS,
+    Job,
+    format_time,
+    job_to_dict,
+    later,
+    parse_jobs,
+    utc_time,
+)
 
 SUBMITTED, QUEUED, RUNNING, FINISHED, CANCELLED = (
     "submitted",
@@ -442,8 +450,10 @@ class JobStore:
         """A running job has done `done` iterations at `now` (estimates restart from there)."""
         have = self._change(name, (RUNNING,), "report progress of")
         length = have.job.iterations
-        if not math.isfinite(done) or done < 0 or (length is not None and done > length):
-            bound = "" if length is None else f" and at most its {length:,} iterations"
+        most = MAX_ITERATIONS if length is None else length
+        if not math.isfinite(done) or done < 0 or done > most:
+            whose = "its" if length is not None else "any job's"
+            bound = f" and at most {whose} {most:,} iterations"
             raise InputError(
                 self.path,
                 "jobs.bad_progress",

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from hulk import schemas
 from hulk.data_folder import load_fleet
+from hulk.errors import InputError
 from hulk.settings import Settings
 from hulk.stages import JobRow, StepResult, Summary
 
@@ -34,7 +35,7 @@ class AssignSummary(Summary):
 
     def to_dict(self) -> dict[str, Any]:
         record = super().to_dict()
-        if self.kept_latest is None:  # a schedule: always published
+        if not self.kept_latest:  # latest.json was replaced, as by every schedule
             del record["kept_latest"]
         return record
 
@@ -59,6 +60,12 @@ def run(
     from hulk import placements as pl
     from hulk.assign import check_strategy, schedule_of
 
+    if not Path(data_dir).is_dir():  # before any lock: a mistyped --data grows no folder
+        raise InputError(
+            data_dir,
+            "data.missing_folder",
+            "no data folder here: `hulk run`, `hulk ingest` or `hulk import-hulk` makes one",
+        )
     started = now or pl.utc_now()
     jobs_file = jobs_file or settings.assign.jobs_file
     strategy = strategy or settings.assign.strategy

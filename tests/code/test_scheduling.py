@@ -241,9 +241,15 @@ def test_a_failed_assign_run_changes_nothing_and_jobs_commands_need_the_folder(
     failed = runner.invoke(app, [str(a) for a in (*args, "--out", a_file / "placements")])
     assert failed.exit_code == 2, failed.output
     assert "io.not_a_folder" in failed.output and "Traceback" not in failed.output
+    onto_file = runner.invoke(app, [str(a) for a in (*args, "--out", a_file)])
+    assert onto_file.exit_code == 2 and "io.not_a_folder" in onto_file.output, onto_file.output
     with JobStore(jobs_db(tiny)) as store:
-        assert store.get("bert") is None and store.events() == []  # the run left no trace
+        assert store.get("bert") is None and store.events() == []  # the runs left no trace
     typo = tmp_path / "no-such-folder"
+    for command in (["assign", "--jobs", str(jobs)], ["graph"], ["train"]):
+        mistyped = runner.invoke(app, [*command, "--data", str(typo)])
+        assert mistyped.exit_code == 2 and "data.missing_folder" in mistyped.output, command
+        assert not typo.exists()
     listed = runner.invoke(app, ["jobs", "list", "--data", str(typo)])
     assert listed.exit_code == 2 and "data.missing_folder" in listed.output
     assert not typo.exists()
