@@ -536,8 +536,12 @@ def _placements_table(rows: Sequence[JobRow], title: str, times: bool = True) ->
 
 
 def _utc_short(value: str | None) -> str:
-    """``2026-11-24T09:40:54Z`` as ``11-24 09:40``; unknown as ``-``."""
-    return f"{value[5:10]} {value[11:16]}" if value else "-"
+    """``2026-11-24T09:40:54Z`` as ``11-24 09:40`` in the current year, else as
+    ``2027-06-01 00:00``; unknown as ``-``."""
+    if not value:
+        return "-"
+    this_year = value[:4] == f"{dt.datetime.now(dt.UTC).year:04d}"
+    return f"{value[5 if this_year else 0 : 10]} {value[11:16]}"
 
 
 def _reasons(rows: Sequence[JobRow]) -> None:
