@@ -845,13 +845,20 @@ def jobs_list(
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="JSON lines, one per job.")] = False,
 ) -> None:
-    """The jobs and their state: waiting, running (where, since when, estimated finish)."""
+    """The jobs and their state: waiting, running (where, since when, estimated finish), and
+    the deadlines their estimated finish misses. A running job's estimate is the store's; a
+    waiting job's is the one the last scheduling run left in latest.json (nothing is scheduled
+    anew)."""
     from hulk.job_store import QUEUED, RUNNING, SUBMITTED
+    from hulk.placements import LATEST
+    from hulk.stages.scheduling import waiting_finishes
 
     now = _now()
-    with _store(ctx, data) as store:
+    with _store(ctx, data) as store:  # latest.json too: assign runs write both under the lock
         states = store.jobs(None if all_jobs else [SUBMITTED, QUEUED, RUNNING])
-    records = [state.to_dict(now) for state in states]
+        latest = _settings(ctx, data).assign.placements_dir / LATEST
+        waiting = waiting_finishes(latest, states)
+    records = [_job_record(state.to_dict(now), waiting) for state in states]
     if as_json:
         for record in records:
             out.print_json(data=record)
@@ -863,23 +870,42 @@ def jobs_list(
         table.add_column(column, overflow="fold")
     for r in records:
         length = "-" if r["iterations"] is None else f"{r['iterations']:,}"
-        finish = r["estimated_finish"] or r["finished_at"]
         cells = [
             escape(r["job"]),
             r["state"],
             _id_ranges(r["nodes"]) if r["state"] == "running" else "-",  # only running jobs hold
             f"{r['done_iterations']:,.0f} / {length}",
             _utc_short(r["started_at"]),
-            _utc_short(finish),
+            _utc_short(r["estimated_finish"] or r["finished_at"]),
         ]
         if deadlines:
-            late = bool(r["deadline"] and finish and finish > r["deadline"])
+            late = r["deadline_met"] is False
             cells.append(_utc_short(r["deadline"]) + (" [red]missed[/red]" if late else ""))
         table.add_row(*cells)
     out.print(table)
     for r in records:
         if r["reason"] and r["state"] != "running":
             out.print(f"  {escape(r['job'])}: {escape(r['reason'])}")
+    missed = [r["job"] for r in records if r["deadline_met"] is False]
+    if missed:  # as `hulk assign` counts them
+        out.print(f"[red]{len(missed)} deadline(s) missed[/red]: {escape(', '.join(missed))}")
+
+
+def _job_record(record: dict[str, Any], waiting: dict[str, str]) -> dict[str, Any]:
+    """A job of `hulk jobs list`: the store's record, a waiting job's estimated finish from the
+    last schedule (`waiting`), and ``deadline_met``: whether its finish (done, or estimated)
+    meets its deadline; None without a deadline or a finish, and for a cancelled job."""
+
+    def moment(text: str) -> dt.datetime:
+        return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+    if record["state"] in ("submitted", "queued"):
+        record["estimated_finish"] = waiting.get(record["job"])
+    finish = record["estimated_finish"] or record["finished_at"]
+    met = None
+    if record["deadline"] and finish and record["state"] != "cancelled":
+        met = moment(finish) <= moment(record["deadline"])
+    return record | {"deadline_met": met}
 
 
 @jobs_app.command("submit")

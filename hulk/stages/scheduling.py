@@ -400,6 +400,36 @@ def job_schedule(
     )
 
 
+def waiting_finishes(latest: Path, states: Sequence[JobState]) -> dict[str, str]:
+    """The estimated finish (UTC ISO) of each waiting job of `states` as the last scheduling
+    run left it in `latest` (its ``finish_at``), read without scheduling again (``hulk jobs
+    list``). The store holds a running job's estimate, not a waiting one's. Only a scheduler's
+    file counts (one with a ``queue`` block), and of it only the jobs it had waiting with the
+    spec they still have; nothing when the file is missing or unreadable."""
+    from hulk.jobs import job_to_dict
+
+    try:
+        doc = json.loads(Path(latest).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(doc, dict) or not isinstance(doc.get("queue"), dict):
+        return {}  # Systems A, B, C: no schedule, no times
+    # `hulk.scheduler.WAIT`, not imported: the cost model behind it costs `jobs list` a second.
+    entries = {
+        job.get("job"): job
+        for job in doc.get("jobs") or []
+        if isinstance(job, dict) and job.get("action") == "wait"
+    }
+    found: dict[str, str] = {}
+    for state in states:
+        entry = entries.get(state.job.name)
+        if state.state == RUNNING or entry is None or not isinstance(entry.get("finish_at"), str):
+            continue
+        if entry.get("spec") == job_to_dict(state.job):  # not a job changed since
+            found[state.job.name] = entry["finish_at"]
+    return found
+
+
 @dataclasses.dataclass(frozen=True)
 class QueueBlock:
     """The placements file's top-level ``queue`` block: the schedule's figures and what

@@ -492,3 +492,47 @@ def test_jobs_started_together_never_share_a_machine_with_a_running_one(
     for job in stopped:
         if job["action"] == "wait":
             assert "stopped so that shorter work runs first" in job["reason"]
+
+
+def test_jobs_list_marks_the_deadlines_the_last_schedule_misses(tiny: Path, tmp_path: Path) -> None:
+    # Six long jobs hold the six machines (one of them due too soon); a seventh, due within the
+    # hour, waits for them: the run counts both deadlines missed, and `hulk jobs list` says so
+    # from the estimates the run left (the store's, latest.json's), without scheduling again.
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({**FAST, "scheduler": {"preempt_candidates": 0}}))
+    settings = load_settings(params)
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    soon = (now + dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    longs = [spec(f"long{k}", "BERT-large", iterations=10_000_000) for k in range(5)]
+    hurry = spec("hurry", "BERT-large", iterations=10_000_000, deadline=soon)
+    jobs = write_jobs(tmp_path / "jobs.yaml", *longs, hurry)
+    run = dict(jobs_file=jobs, strategy="teacher", out_dir=tiny / "placements")  # --data's
+    stage.run(tiny, settings, now=now, **run)
+    write_jobs(jobs, *longs, hurry, spec("late", "BERT-large", iterations=1_000, deadline=soon))
+    result = stage.run(tiny, settings, now=now + dt.timedelta(minutes=1), **run)
+    doc = json.loads(result.outputs["latest"].read_text())
+    assert by_job(doc)["late"]["action"] == "wait" and doc["queue"]["missed_deadlines"] == 2
+    assert by_job(doc)["late"]["deadline_met"] is False
+    args = ["--params", str(params), "jobs", "list", "--data", str(tiny)]
+    table = runner.invoke(app, args, env={"COLUMNS": "200"})
+    assert table.exit_code == 0, table.output
+    marked = [line.split()[0] for line in table.output.splitlines() if "missed" in line]
+    assert marked == ["hurry", "late", "2"], table.output  # the rows, then the count
+    assert "2 deadline(s) missed: hurry, late" in table.output
+    listed = json_lines(runner.invoke(app, [*args, "--json"]).output)
+    late = next(r for r in listed if r["job"] == "late")
+    assert late["estimated_finish"] == by_job(doc)["late"]["finish_at"]
+    assert {r["job"]: r["deadline_met"] for r in listed if r["deadline"]} == {
+        "hurry": False,
+        "late": False,
+    }
+
+
+def json_lines(text: str) -> list[dict]:
+    """The records `hulk jobs list --json` prints, one indented JSON object each."""
+    decoder, records, at = json.JSONDecoder(), [], 0
+    while text[at:].strip():
+        at += len(text[at:]) - len(text[at:].lstrip())
+        record, at = decoder.raw_decode(text, at)
+        records.append(record)
+    return records
