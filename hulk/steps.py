@@ -59,7 +59,9 @@ DETAILS_DIR = "details"  # under METRICS_DIR: every figure of each step
 ITERATION_TIMES = "iteration_times.csv"  # evaluate's plot data: job, system, iteration_s
 PLOT_TEMPLATE_LOG_BARS = "bar_horizontal_log"  # .dvc/plots/<name>.json
 
-Metrics = Callable[[Settings, StepResult[Any]], dict[str, Any]]
+# A step's figures from its result; None: the run published nothing its metrics describe, and
+# they stay as they were (the step then declares them `persist_metrics`).
+Metrics = Callable[[Settings, StepResult[Any]], dict[str, Any] | None]
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,8 @@ class Step:
     headline: tuple[str, ...] = ()  # of those, DATA/metrics/NAME.json: DVC's metrics file
     persist: tuple[str, ...] = ()  # outs DVC must not delete before re-running (published)
     persist_cache: bool = False  # persisted outs also kept in DVC's cache (a label cache)
+    # Its metrics files persist (DVC must not delete them before running): a run may leave them.
+    persist_metrics: bool = False
     plots: Callable[[Settings], list[str]] = lambda s: []  # plot data (CSV)
     retried: bool = True  # touches files or the registry: a flow retries it with back-off
     nightly: bool = True  # part of the nightly flow (generate only makes the demo's data)
@@ -156,7 +160,11 @@ def _validate_metrics(settings: Settings, result: StepResult[ValidateSummary]) -
     }
 
 
-def _assign_metrics(settings: Settings, result: StepResult[AssignSummary]) -> dict[str, Any]:
+def _assign_metrics(settings: Settings, result: StepResult[AssignSummary]) -> dict[str, Any] | None:
+    """The placements latest.json holds: none from a System A, B or C run that kept latest.json
+    (jobs run on the scheduler's placements), whose figures would describe another plan."""
+    if result.summary.kept_latest:
+        return None
     jobs = result.summary.jobs
     return {
         "strategy": result.summary.strategy,
@@ -343,6 +351,7 @@ STEPS: tuple[Step, ...] = (
         ],
         outs=lambda s: [_latest(s)],
         persist=(LATEST,),
+        persist_metrics=True,  # with latest.json: a run that keeps it keeps its figures
         params=(
             "seed",
             "assign",
@@ -397,7 +406,9 @@ def _finite(value: Any) -> Any:
 
 
 def run(name: str, settings: Settings, **options: Any) -> StepResult[Any]:
-    """Run step `name` on the data folder of `settings` and write its metrics.
+    """Run step `name` on the data folder of `settings` and write its metrics (atomically),
+    unless the step's `Metrics` says the run published nothing they describe (``None``: an
+    assign run of System A, B or C that kept latest.json); then they stay as they were.
 
     `options` go to the stage function (``progress``, ``now``; for ``corpus`` also
     ``outcomes`` and ``seconds``: fleets labelled elsewhere; for ``validate`` also
@@ -412,8 +423,8 @@ def run(name: str, settings: Settings, **options: Any) -> StepResult[Any]:
         result = step.stage(Path(settings.data_dir), settings, **options)
     else:
         result = step.stage(settings, **options)
-    if step.metrics is not None:
-        figures = step.metrics(settings, result)
+    figures = step.metrics(settings, result) if step.metrics is not None else None
+    if figures is not None:  # None: the step's metrics files stay as they were
         path = details_path(settings, name)
         _write_json(path, figures)
         result.outputs[f"{name}_metrics"] = path
@@ -451,11 +462,13 @@ def dvc_stages(settings: Settings) -> dict[str, Any]:
                 outs.append(out)
         # Plot data are small outs kept out of the cache; the top-level `plots` draw them.
         outs += [{p: {"cache": False}} for p in step.plots(settings)]
+        kept = {"persist": True} if step.persist_metrics else {}
         if step.metrics is not None:
-            outs.append({details_path(settings, step.name).as_posix(): {"cache": False}})
+            outs.append({details_path(settings, step.name).as_posix(): {**kept, "cache": False}})
         stage["outs"] = outs
         if step.headline:
-            stage["metrics"] = [{metrics_path(settings, step.name).as_posix(): {"cache": False}}]
+            headline = metrics_path(settings, step.name).as_posix()
+            stage["metrics"] = [{headline: {**kept, "cache": False}}]
         stages[step.name] = stage
     curve = _data(settings, TRAINING_DIR, LEARNING_CURVE_CSV)
     times = _data(settings, METRICS_DIR, ITERATION_TIMES)

@@ -204,6 +204,29 @@ def test_a_whole_fleet_system_leaves_the_published_schedule_to_running_jobs(
     assert (tiny / "pl" / "latest.json").read_bytes() == latest
 
 
+def test_a_whole_fleet_system_leaves_the_assign_metrics_to_the_published_schedule(
+    tiny: Path, tmp_path: Path, params_file: Path
+) -> None:
+    # The step's metrics describe the placements latest.json holds: a System B run that keeps
+    # latest.json (a job runs on the scheduler's placements) leaves them as they were.
+    jobs = write_jobs(tmp_path / "jobs.yaml", spec("bert", "BERT-large", iterations=1_000_000))
+    args = ["--params", params_file, "assign", "--data", tiny, "--jobs", jobs, "--strategy"]
+    scheduled = runner.invoke(app, [str(a) for a in (*args, "teacher")])
+    assert scheduled.exit_code == 0, scheduled.output
+    metrics = tiny / "metrics" / "details" / "assign.json"
+    before = metrics.read_bytes()
+    assert json.loads(before)["strategy"] == "teacher"
+    system = runner.invoke(app, [str(a) for a in (*args, "B")])
+    assert system.exit_code == 0 and "latest.json kept" in system.output, system.output
+    assert "assign_metrics" not in system.output  # not written, so not listed as an output
+    assert metrics.read_bytes() == before
+    with JobStore(jobs_db(tiny)) as store:  # once nothing runs, System B's run is published
+        store.finish("bert", dt.datetime.now(dt.UTC))
+    published = runner.invoke(app, [str(a) for a in (*args, "B")])
+    assert published.exit_code == 0 and "latest.json kept" not in published.output
+    assert json.loads(metrics.read_text())["strategy"] == "B"
+
+
 def test_jobs_commands(tiny: Path, tmp_path: Path) -> None:
     jobs = write_jobs(
         tmp_path / "more.yaml",
