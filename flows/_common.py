@@ -129,10 +129,13 @@ def prefect_api() -> Iterator[str]:
         _stop_with_this_process(server.server_process.pid)
     try:
         with temporary_settings({PREFECT_API_URL: server.api_url}):
-            yield server.api_url
-            # Send the run's last logs while the server is up: left queued, they would be
-            # retried against the stopped server for about a minute when the process exits.
-            APILogWorker.drain_all(timeout=10)
+            try:
+                yield server.api_url
+            finally:
+                # Send the run's last logs while the server is up, a failed run's too: left
+                # queued, they would be retried against the stopped server when the process
+                # exits ("Error logging to API" after the run's own error).
+                APILogWorker.drain_all(timeout=10)
     finally:
         os.environ.pop("PREFECT_API_URL", None)
         with temporary_settings({PREFECT_LOGGING_TO_API_ENABLED: False}):

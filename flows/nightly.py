@@ -17,22 +17,31 @@ ingest with one line in the log (the import validated it) and goes on from the g
 A validation error (any `hulk.errors.HulkError`) is never retried and fails the run before
 anything is published: latest.json and the champion stay as they were, and the flow run's
 message names the file and rule.
+
+A data folder whose ``nightly`` lock another run holds past ``scheduler.lock_timeout_s`` (rule
+``lock.timeout``; or a lock that cannot be taken at all, ``lock.unwritable``) is an expected
+condition, not a crash: the run logs the one line naming the lock file and its holder and ends
+``Failed`` with it as its message, without a traceback; called in-process (``hulk nightly``),
+the flow raises the `hulk.errors.InputError` for the command line to report.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, TypeVar
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
+from prefect.states import Failed, State
 
 from flows._common import brief, flow_settings, retry_options, shared_dask_runners
 from flows.assign import assign_flow
 from hulk import corpus, steps
 from hulk.data_folder import data_source
+from hulk.errors import InputError
 from hulk.folder_lock import folder_lock
 from hulk.settings import Settings
 from hulk.stages.corpus import corpus_is_current
@@ -114,19 +123,35 @@ def fleet_labels(params: str = "params.yaml", data_dir: str | None = None) -> di
 
 
 @flow(name="nightly", log_prints=True)
-def nightly(params: str = "params.yaml", data_dir: str | None = None) -> dict[str, Any]:
-    """Validate, ingest, graph, label, train/register/promote, assign/publish, evaluate."""
+def nightly(
+    params: str = "params.yaml", data_dir: str | None = None
+) -> dict[str, Any] | State[Any]:
+    """Validate, ingest, graph, label, train/register/promote, assign/publish, evaluate.
+
+    Returns what each step did; a ``Failed`` state when the data folder's nightly lock cannot
+    be taken (module docstring)."""
     settings = flow_settings(params, data_dir)
     done: dict[str, Any] = {}
-    # Two nightlies never write the data folder at once; an assign run in between takes only
-    # the assign lock (hulk.folder_lock) and uses the champion as it was. The fan-out steps
-    # share one Dask cluster (a local one lives as long as the run).
-    with (
-        folder_lock(settings.data_dir, "nightly", settings.scheduler.lock_timeout_s),
-        shared_dask_runners(settings.flows) as fan_out_runner,
-    ):
+    with ExitStack() as held:
+        # Two nightlies never write the data folder at once; an assign run in between takes
+        # only the assign lock (hulk.folder_lock) and uses the champion as it was.
+        try:
+            timeout = settings.scheduler.lock_timeout_s
+            held.enter_context(folder_lock(settings.data_dir, "nightly", timeout))
+        except InputError as exc:  # another nightly holds the folder: expected, not a crash
+            return refused(exc)
+        # The fan-out steps share one Dask cluster (a local one lives as long as the run).
+        fan_out_runner = held.enter_context(shared_dask_runners(settings.flows))
         _nightly_steps(params, data_dir, settings, done, fan_out_runner)
     return done
+
+
+def refused(error: InputError) -> State[Any]:
+    """The flow run's end when it cannot start: `error`'s one line in its log and as the
+    ``Failed`` state's message, no traceback; the state holds `error`, so that the flow called
+    in-process raises it (the command line reports it as every other InputError)."""
+    get_run_logger().error("%s", error)
+    return Failed(message=str(error), data=error)
 
 
 def _nightly_steps(

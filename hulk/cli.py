@@ -356,6 +356,7 @@ def _run_nightly(ctx: typer.Context, data: Path, total: float) -> None:
     started = time.perf_counter()
     with prefect_api():
         done = nightly_flow(params=str(_params_path(ctx)), data_dir=str(data))
+    assert isinstance(done, dict)  # a run refused its lock raises it (flows.nightly.refused)
     out.print(f"[green]✓[/green] nightly flow ({time.perf_counter() - started:.1f} s)")
     for name, summary in done.items():
         text = ", ".join(f"{k}: {v}" for k, v in summary.items() if k != "outputs")

@@ -4,6 +4,9 @@ and Great Expectations, on tiny params; then a broken log partition stops the ni
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -18,6 +21,7 @@ from tests.flows.conftest import tiny_params, write_params
 # only to deselect it, and each test worker would pay for the import.
 pytestmark = pytest.mark.slow  # `make test-fast` leaves these out
 
+REPO = Path(__file__).resolve().parents[2]
 STEPS = ("validate", "ingest", "graph", "corpus", "prior", "labels", "train", "assign", "evaluate")
 
 
@@ -235,3 +239,41 @@ def test_broken_partition_fails_nightly_before_anything_is_published(first_run: 
     assert sorted((data / "placements").glob("*.json")) == placement_files
     assert registry.load_model_files(settings)[2].version == champion
     assert len(_assignment_runs(settings)) == assignment_runs  # nothing new
+
+
+def test_nightly_on_a_folder_another_nightly_holds_fails_in_one_line(tmp_path: Path) -> None:
+    # `hulk nightly` as a user runs it (a temporary Prefect API) while another process holds
+    # the folder's nightly lock past scheduler.lock_timeout_s: the lock file and its holder in
+    # one line, exit code 2, no traceback, and no log left to fail against the stopped API.
+    from hulk.folder_lock import folder_lock, lock_path
+
+    data = tmp_path / "data"
+    data.mkdir()
+    params = tiny_params(tmp_path, scheduler={"lock_timeout_s": 0.2})
+    path = write_params(tmp_path / "params.yaml", params)
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect")
+    env["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "120"  # a new database, a busy CPU
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    command = [
+        sys.executable,
+        "-m",
+        "hulk.cli",
+        "--params",
+        str(path),
+        "nightly",
+        "--data",
+        str(data),
+    ]
+    with folder_lock(data, "nightly", 1.0):  # another nightly, in this process
+        run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    output = run.stdout + run.stderr
+    assert run.returncode == 2, output
+    message = (
+        f"{lock_path(data, 'nightly')}: [lock.timeout] another nightly run holds the data folder "
+        f"(pid {os.getpid()} since "
+    )
+    assert f"error: {message}" in output  # the command line's line
+    assert "Finished in state Failed(" in output  # the flow run failed, its message that line
+    assert "Traceback" not in output and "Error logging to API" not in output, output
+    assert sorted(p.name for p in data.iterdir()) == [".locks"]  # nothing else written
