@@ -1,4 +1,5 @@
-"""What every flow shares: settings from params.yaml, retry options, the Dask task runner."""
+"""What every flow shares: settings from params.yaml, retry options, the Dask task runner, the
+end of a run refused its data folder's lock."""
 
 from __future__ import annotations
 
@@ -7,17 +8,36 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hulk.errors import HulkError
+from hulk.errors import HulkError, InputError
+from hulk.folder_lock import is_refusal
 from hulk.settings import FlowsSettings, Settings, load_settings
 from hulk.stages import Summary
+
+if TYPE_CHECKING:
+    from prefect.states import State
 
 # Prefect's server writes telemetry at start (and may log a "database is locked" traceback).
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 # Dask's scheduler and nannies log every worker coming and going at INFO: keep the flow's log
 # to the steps (warnings still show).
 logging.getLogger("distributed").setLevel(logging.WARNING)
+
+
+class _RefusalWithoutTraceback(logging.Filter):
+    """A lock refusal in a task run's log keeps its one line, without the traceback Prefect's
+    task engine attaches to a failed task's exception when the task has no retries
+    (``flows.retries: 0``). With retries it logs none for a HulkError: `_not_bad_input` never
+    retries one, and the engine only sets the task's state."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and is_refusal(record.exc_info[1]):
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+logging.getLogger("prefect.task_runs").addFilter(_RefusalWithoutTraceback())
 
 
 def flow_settings(params: str, data_dir: str | None) -> Settings:
@@ -44,6 +64,19 @@ def retry_options(settings: FlowsSettings, retried: bool) -> dict[str, Any]:
         "retry_delay_seconds": exponential_backoff(backoff_factor=settings.retry_delay_s),
         "retry_condition_fn": _not_bad_input,
     }
+
+
+def refused(error: InputError) -> State[Any]:
+    """The flow run's end when the data folder's lock is refused (`hulk.folder_lock.is_refusal`:
+    another run holds it past ``scheduler.lock_timeout_s``): `error`'s one line in its log and
+    as the ``Failed`` state's message, no traceback. The state holds `error`, so that the flow
+    called in-process (the command line, a parent flow) raises it, and the command line reports
+    it as every other InputError."""
+    from prefect import get_run_logger
+    from prefect.states import Failed
+
+    get_run_logger().error("%s", error)
+    return Failed(message=str(error), data=error)
 
 
 def dask_runner(settings: FlowsSettings) -> Any:

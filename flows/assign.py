@@ -11,6 +11,15 @@ Publishing is the file, the MLflow run and the plot; ``latest.published.json`` (
 between (after ``latest.json``, before its run or plot) leaves the record naming an older run:
 the next assign run (every 15 minutes, or the nightly's) completes that publication first (its
 MLflow run, unless one already exists for that run id, then the plot and the record).
+
+A run refused one of the data folder's locks (`hulk.folder_lock.is_refusal`: another run holds
+it past ``scheduler.lock_timeout_s``) is an expected condition, not a crash, and is never
+retried: the run logs the one line naming the lock file and its holder and ends ``Failed`` with
+it as its message, without a traceback (flows._common.refused); called in-process (a parent
+flow, a test), the flow raises the `hulk.errors.InputError`. Refused the ``assign`` lock (the
+assign step's), or the ``publish`` lock while completing a publication, the run has written
+nothing; refused the ``publish`` lock after its assign step, it leaves its own publication to
+the next run, as a run killed there does.
 """
 
 from __future__ import annotations
@@ -24,11 +33,12 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.states import State
 
-from flows._common import brief, flow_settings, retry_options
+from flows._common import brief, flow_settings, refused, retry_options
 from hulk import fileio, registry, steps
-from hulk.errors import HulkError
-from hulk.folder_lock import folder_lock
+from hulk.errors import HulkError, InputError
+from hulk.folder_lock import folder_lock, is_refusal
 from hulk.placements import LATEST
 from hulk.settings import Settings
 from hulk.stages import StepResult
@@ -109,7 +119,8 @@ def _logger() -> Any:
 @task(name="complete-last-publication", cache_policy=NO_CACHE)
 def complete_last_publication(settings: Settings) -> str | None:
     """Finish publishing the current ``latest.json`` if a killed run left it without its MLflow
-    run or plot (the record names another run). Returns that run id, or None."""
+    run or plot (the record names another run). Returns that run id, or None. Raises the
+    publish lock's refusal (another run publishes): the run goes no further."""
     try:
         latest = json.loads((settings.assign.placements_dir / LATEST).read_text("utf-8"))
         run_id = latest.get("run_id")
@@ -121,6 +132,8 @@ def complete_last_publication(settings: Settings) -> str | None:
     try:
         _finish(settings, run_file, None)
     except HulkError as exc:  # e.g. made on a fleet that changed since: this run supersedes it
+        if is_refusal(exc):
+            raise
         _logger().warning("could not complete the publication of %s: %s", run_id, exc)
         return None
     return run_id
@@ -153,9 +166,23 @@ def placements_report_flow(params: str = "params.yaml", data_dir: str | None = N
 
 
 @flow(name="assign", log_prints=True)
-def assign_flow(params: str = "params.yaml", data_dir: str | None = None) -> dict[str, Any]:
-    """Publish placements for the upcoming jobs with the champion model (else the teacher)."""
+def assign_flow(
+    params: str = "params.yaml", data_dir: str | None = None
+) -> dict[str, Any] | State[Any]:
+    """Publish placements for the upcoming jobs with the champion model (else the teacher).
+
+    Returns what the run published; a ``Failed`` state when a lock of the data folder cannot
+    be taken (module docstring)."""
     settings = flow_settings(params, data_dir)
+    try:
+        return _assign_and_publish(settings)
+    except InputError as exc:  # another run holds the folder: expected, not a crash
+        if not is_refusal(exc):
+            raise
+        return refused(exc)
+
+
+def _assign_and_publish(settings: Settings) -> dict[str, Any]:
     logger = get_run_logger()
     retry = retry_options(settings.flows, retried=True)
     completed = complete_last_publication.with_options(**retry)(settings)

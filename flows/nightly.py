@@ -22,7 +22,10 @@ A data folder whose ``nightly`` lock another run holds past ``scheduler.lock_tim
 ``lock.timeout``; or a lock that cannot be taken at all, ``lock.unwritable``) is an expected
 condition, not a crash: the run logs the one line naming the lock file and its holder and ends
 ``Failed`` with it as its message, without a traceback; called in-process (``hulk nightly``),
-the flow raises the `hulk.errors.InputError` for the command line to report.
+the flow raises the `hulk.errors.InputError` for the command line to report. So does a nightly
+whose assign step (the ``assign`` subflow) is refused the data folder's ``assign`` or
+``publish`` lock: the subflow ends as such (flows/assign.py), and the nightly after it, its
+evaluate step not run.
 """
 
 from __future__ import annotations
@@ -35,14 +38,14 @@ from typing import Any, TypeVar
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
-from prefect.states import Failed, State
+from prefect.states import State
 
-from flows._common import brief, flow_settings, retry_options, shared_dask_runners
+from flows._common import brief, flow_settings, refused, retry_options, shared_dask_runners
 from flows.assign import assign_flow
 from hulk import corpus, steps
 from hulk.data_folder import data_source
 from hulk.errors import InputError
-from hulk.folder_lock import folder_lock
+from hulk.folder_lock import folder_lock, is_refusal
 from hulk.settings import Settings
 from hulk.stages.corpus import corpus_is_current
 
@@ -128,8 +131,8 @@ def nightly(
 ) -> dict[str, Any] | State[Any]:
     """Validate, ingest, graph, label, train/register/promote, assign/publish, evaluate.
 
-    Returns what each step did; a ``Failed`` state when the data folder's nightly lock cannot
-    be taken (module docstring)."""
+    Returns what each step did; a ``Failed`` state when the data folder's nightly lock, or
+    the assign step's lock, cannot be taken (module docstring)."""
     settings = flow_settings(params, data_dir)
     done: dict[str, Any] = {}
     with ExitStack() as held:
@@ -142,16 +145,13 @@ def nightly(
             return refused(exc)
         # The fan-out steps share one Dask cluster (a local one lives as long as the run).
         fan_out_runner = held.enter_context(shared_dask_runners(settings.flows))
-        _nightly_steps(params, data_dir, settings, done, fan_out_runner)
+        try:
+            _nightly_steps(params, data_dir, settings, done, fan_out_runner)
+        except InputError as exc:  # the assign subflow was refused its lock, and said so
+            if not is_refusal(exc):
+                raise
+            return refused(exc)
     return done
-
-
-def refused(error: InputError) -> State[Any]:
-    """The flow run's end when it cannot start: `error`'s one line in its log and as the
-    ``Failed`` state's message, no traceback; the state holds `error`, so that the flow called
-    in-process raises it (the command line reports it as every other InputError)."""
-    get_run_logger().error("%s", error)
-    return Failed(message=str(error), data=error)
 
 
 def _nightly_steps(

@@ -27,10 +27,18 @@ from pathlib import Path
 from hulk.errors import InputError, storage_error
 
 LOCK_DIR = ".locks"
+# The rules of `folder_lock`'s refusals: the lock stays taken, or its file cannot be made.
+REFUSAL_RULES = ("lock.timeout", "lock.unwritable")
 
 
 def lock_path(data_dir: Path, name: str) -> Path:
     return Path(data_dir) / LOCK_DIR / f"{name}.lock"
+
+
+def is_refusal(exc: BaseException | None) -> bool:
+    """Whether `exc` is `folder_lock` refusing a lock (`REFUSAL_RULES`): another run holds the
+    folder, an expected condition that a flow run reports in one line (flows._common.refused)."""
+    return isinstance(exc, InputError) and exc.rule in REFUSAL_RULES
 
 
 @contextmanager
@@ -38,7 +46,7 @@ def folder_lock(data_dir: Path, name: str, timeout_s: float, poll_s: float = 0.2
     """Hold the data folder's lock `name` for the block; wait up to `timeout_s` for it.
 
     Raises `InputError` (rule ``lock.timeout``) naming the lock file and its holder when it
-    stays taken.
+    stays taken, ``lock.unwritable`` when the lock file cannot be made (`is_refusal`).
     """
     path = lock_path(data_dir, name)
     try:

@@ -153,6 +153,122 @@ def test_assign_flow_publishes_again_with_artifacts(first_run: dict) -> None:
     assert Path(local).read_bytes() == latest_path.read_bytes()
 
 
+def _folder_state(settings) -> dict:
+    """What an assign run writes: placements, metrics, job store, MLflow assignment runs."""
+    data = settings.data_dir
+    files = [*(data / "placements").iterdir(), *(data / "metrics").rglob("assign.json")]
+    files += [*(data / "jobs").glob("jobs.db*")]
+    return {
+        "files": {str(p.relative_to(data)): p.read_bytes() for p in files if p.is_file()},
+        "mlflow": sorted(r.info.run_id for r in _assignment_runs(settings)),
+    }
+
+
+def _refused_the_lock(caplog: pytest.LogCaptureFixture, state, data: Path, lock: str) -> str:
+    """`state` is a run refused the data folder's `lock` (held by this process), as the nightly
+    is refused its own: the lock file and holder in one line, no traceback, no retry."""
+    from hulk.errors import InputError
+    from hulk.folder_lock import lock_path
+
+    assert state.is_failed()
+    assert state.message.startswith(
+        f"{lock_path(data, lock)}: [lock.timeout] another {lock} run holds the data folder "
+        f"(pid {os.getpid()} since "
+    ), state.message
+    with pytest.raises(InputError) as raised:  # what the command line or a parent flow gets
+        state.result()
+    assert str(raised.value) == state.message
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("prefect.")]
+    assert state.message in lines  # the flow run's one line
+    assert not [r.getMessage() for r in caplog.records if r.exc_info]  # no traceback
+    assert not [line for line in lines if "Retry" in line]  # a refusal is not retried
+    return state.message
+
+
+@pytest.mark.parametrize("retries", [2, 0])  # Prefect logs a traceback of a task without retries
+def test_assign_flow_on_a_folder_another_assign_run_holds_fails_in_one_line(
+    first_run: dict, tmp_path: Path, caplog: pytest.LogCaptureFixture, retries: int
+) -> None:
+    # The 15-minute assign flow while another assign run (or `hulk jobs`) holds the folder's
+    # assign lock past scheduler.lock_timeout_s: refused before anything is written.
+    from flows.assign import assign_flow
+    from hulk.folder_lock import folder_lock
+
+    settings = first_run["settings"]
+    root = first_run["params"].parent
+    params = tiny_params(root, scheduler={"lock_timeout_s": 0.2}, flows={"retries": retries})
+    path = write_params(tmp_path / "params.yaml", params)
+    before = _folder_state(settings)
+    with folder_lock(settings.data_dir, "assign", 1.0):  # another assign run, in this process
+        state = assign_flow(params=str(path), return_state=True)
+    _refused_the_lock(caplog, state, settings.data_dir, "assign")
+    assert _folder_state(settings) == before  # nothing written
+
+
+def test_assign_flow_refused_the_publish_lock_leaves_its_publication_to_the_next_run(
+    first_run: dict, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from flows.assign import PUBLISHED, assign_flow
+    from hulk.folder_lock import folder_lock
+
+    settings = first_run["settings"]
+    placements = settings.data_dir / "placements"
+    root = first_run["params"].parent
+    params = tiny_params(root, scheduler={"lock_timeout_s": 0.2})
+    path = write_params(tmp_path / "params.yaml", params)
+    published = json.loads((placements / PUBLISHED).read_text())["run_id"]
+    # Another run publishes (its MLflow run, plot and record) past the timeout: this run placed
+    # the jobs (latest.json is its own) and stops before its plot and record.
+    with folder_lock(settings.data_dir, "publish", 1.0):
+        state = assign_flow(params=str(path), return_state=True)
+    _refused_the_lock(caplog, state, settings.data_dir, "publish")
+    placed = json.loads((placements / "latest.json").read_text())["run_id"]
+    assert placed != published
+    assert json.loads((placements / PUBLISHED).read_text())["run_id"] == published
+    # Refused it again while completing that publication: nothing written this time.
+    caplog.clear()
+    before = _folder_state(settings)
+    with folder_lock(settings.data_dir, "publish", 1.0):
+        state = assign_flow(params=str(path), return_state=True)
+    _refused_the_lock(caplog, state, settings.data_dir, "publish")
+    assert _folder_state(settings) == before
+    # The next run completes it (its MLflow run logged already), then publishes its own.
+    result = assign_flow(params=str(first_run["params"]))
+    assert f"completed the publication of {placed}" in caplog.text
+    runs = [r.data.tags["hulk.placements.run_id"] for r in _assignment_runs(settings)]
+    assert runs.count(placed) == 1
+    record = json.loads((placements / PUBLISHED).read_text())
+    assert record["run_id"] == result["run_id"] != placed
+
+
+def test_nightly_whose_assign_step_is_refused_its_lock_fails_in_one_line(
+    first_run: dict,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The nightly's assign step (the assign subflow) while a 15-minute assign run holds the
+    # assign lock: the subflow is refused, and the nightly with it, in the same line. Only that
+    # step runs here (the others take no lock, and would train and promote a new model).
+    from flows.nightly import nightly
+    from hulk.folder_lock import folder_lock
+
+    settings = first_run["settings"]
+    monkeypatch.setattr(steps, "nightly_steps", lambda: [steps.BY_NAME["assign"]])
+    params = tiny_params(first_run["params"].parent, scheduler={"lock_timeout_s": 0.2})
+    path = write_params(tmp_path / "params.yaml", params)
+    before = _folder_state(settings)
+    with folder_lock(settings.data_dir, "assign", 1.0):
+        state = nightly(params=str(path), return_state=True)
+    message = _refused_the_lock(caplog, state, settings.data_dir, "assign")
+    flows = [r for r in caplog.records if r.name == "prefect.flow_runs"]
+    assert [getattr(r, "flow_name", None) for r in flows if r.getMessage() == message] == [
+        "assign",
+        "nightly",
+    ]
+    assert _folder_state(settings) == before
+
+
 def test_a_second_night_labels_only_the_new_samples(first_run: dict) -> None:
     from flows.nightly import nightly
 
