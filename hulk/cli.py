@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 from rich import box
@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from hulk import steps
 from hulk.errors import HulkError, InputError, storage_error
@@ -513,25 +514,47 @@ def _id_ranges(ids: list[int], limit: int = 6) -> str:
 
 
 def _placements_table(rows: Sequence[JobRow], title: str, times: bool = True) -> Table:
-    """Per job: status, machines, D×S and (with `times`) iteration time and lower bound."""
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
-    for column in ("job", "status", "machines", "D×S"):
-        table.add_column(column, overflow="fold")
-    if times:
-        for column in ("iteration s", "lower bound s"):
-            table.add_column(column, justify="right")
+    """Per job: status, machines, D×S and (with `times`) seconds per iteration and its lower
+    bound; the scheduler's start and finish (UTC) when it set them."""
     scheduled = any(row.scheduled is not None for row in rows)
-    if scheduled:  # the scheduler's estimates (UTC)
-        for column in ("start (UTC)", "finish (UTC)"):
-            table.add_column(column)
+    body: list[list[str]] = []
     for row in rows:
-        cells = [escape(row.job), row.status, _id_ranges(row.machines), row.shape]
+        cells = [escape(row.job), row.status, _id_ranges(row.machines), row.shape or "-"]
         if times:
             cells += [_seconds(row.iteration_s), _seconds(row.lower_bound_s)]
         if scheduled:
             estimate = row.scheduled
             start, finish = (estimate.start_at, estimate.finish_at) if estimate else (None, None)
             cells += [_utc_short(start), _utc_short(finish)]
+        body.append(cells)
+    headers = ["job", "status", "machines", "D×S"]
+    headers += ["s/iter", "bound"] if times else []
+    headers += ["start", "finish"] if scheduled else []
+    if scheduled:
+        title += ", times UTC"
+    return _table(title, headers, body, right=("s/iter", "bound"))
+
+
+def _table(
+    title: str, headers: Sequence[str], body: Sequence[Sequence[str]], right: Sequence[str] = ()
+) -> Table:
+    """A job table that reads in an 80-column terminal: only the machine lists fold; names,
+    figures and times never break (each column at least as wide as its widest cell)."""
+    table = Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    for i, header in enumerate(headers):
+        if header == "machines":
+            table.add_column(header, overflow="fold", min_width=8)
+            continue
+        widest = max([len(header), *(Text.from_markup(cells[i]).cell_len for cells in body)])
+        justify: Literal["left", "right"] = "right" if header in right else "left"
+        table.add_column(header, no_wrap=True, min_width=widest, justify=justify)
+    for cells in body:
         table.add_row(*cells)
     return table
 
@@ -864,11 +887,10 @@ def jobs_list(
         for record in records:
             out.print_json(data=record)
         return
-    table = Table(title=f"jobs at {now:%Y-%m-%d %H:%M}Z", title_justify="left", box=box.SIMPLE_HEAD)
-    columns = ["job", "state", "machines", "done / iterations", "started", "finish (est.)"]
+    headers = ["job", "state", "machines", "done / iterations", "started", "finish (est.)"]
     deadlines = any(r["deadline"] for r in records)
-    for column in columns + (["deadline"] if deadlines else []):
-        table.add_column(column, overflow="fold")
+    headers += ["deadline"] if deadlines else []
+    body: list[list[str]] = []
     for r in records:
         length = "-" if r["iterations"] is None else f"{r['iterations']:,}"
         cells = [
@@ -882,7 +904,8 @@ def jobs_list(
         if deadlines:
             late = r["deadline_met"] is False
             cells.append(_utc_short(r["deadline"]) + (" [red]missed[/red]" if late else ""))
-        table.add_row(*cells)
+        body.append(cells)
+    table = _table(f"jobs at {now:%Y-%m-%d %H:%M}Z, times UTC", headers, body)
     out.print(table)
     for r in records:
         if r["reason"] and r["state"] != "running":
