@@ -536,24 +536,32 @@ def _placements_table(rows: Sequence[JobRow], title: str, times: bool = True) ->
 
 
 def _table(
-    title: str, headers: Sequence[str], body: Sequence[Sequence[str]], right: Sequence[str] = ()
+    title: str,
+    headers: Sequence[str],
+    body: Sequence[Sequence[str]],
+    right: Sequence[str] = (),
+    fold: Sequence[str] = ("machines",),
 ) -> Table:
-    """A job table that reads in an 80-column terminal: only the machine lists fold; names,
-    figures and times never break (each column at least as wide as its widest cell)."""
+    """A job table that reads in an 80-column terminal: the `fold` columns (machine lists)
+    wrap between words; names, figures and times never break (each other column as wide as its
+    widest cell)."""
     table = Table(
         title=title,
         title_justify="left",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
+        show_edge=False,
         collapse_padding=True,
     )
     for i, header in enumerate(headers):
-        if header == "machines":
-            table.add_column(header, overflow="fold", min_width=8)
-            continue
-        widest = max([len(header), *(Text.from_markup(cells[i]).cell_len for cells in body)])
+        texts = [Text.from_markup(cells[i]).plain for cells in body]
         justify: Literal["left", "right"] = "right" if header in right else "left"
-        table.add_column(header, no_wrap=True, min_width=widest, justify=justify)
+        if header in fold:
+            word = max(len(w) for text in [header, *texts] for w in text.split())
+            table.add_column(header, overflow="fold", min_width=word, justify=justify)
+        else:
+            widest = max([len(header), *(len(text) for text in texts)])
+            table.add_column(header, no_wrap=True, min_width=widest, justify=justify)
     for cells in body:
         table.add_row(*cells)
     return table
@@ -887,7 +895,7 @@ def jobs_list(
         for record in records:
             out.print_json(data=record)
         return
-    headers = ["job", "state", "machines", "done / iterations", "started", "finish (est.)"]
+    headers = ["job", "state", "machines", "done", "started", "est. finish"]
     deadlines = any(r["deadline"] for r in records)
     headers += ["deadline"] if deadlines else []
     body: list[list[str]] = []
@@ -903,9 +911,10 @@ def jobs_list(
         ]
         if deadlines:
             late = r["deadline_met"] is False
-            cells.append(_utc_short(r["deadline"]) + (" [red]missed[/red]" if late else ""))
+            cells.append(_utc_short(r["deadline"]) + (" [red]✗[/red]" if late else ""))
         body.append(cells)
-    table = _table(f"jobs at {now:%Y-%m-%d %H:%M}Z, times UTC", headers, body)
+    title = f"jobs at {now:%Y-%m-%d %H:%M}Z, times UTC"
+    table = _table(title, headers, body, fold=("machines", "done"))
     out.print(table)
     for r in records:
         if r["reason"] and r["state"] != "running":
