@@ -895,7 +895,7 @@ def jobs_list(
         for record in records:
             out.print_json(data=record)
         return
-    headers = ["job", "state", "machines", "done", "started", "est. finish"]
+    headers = ["job", "state", "machines", "done", "started", "finish"]
     deadlines = any(r["deadline"] for r in records)
     headers += ["deadline"] if deadlines else []
     body: list[list[str]] = []
@@ -907,13 +907,14 @@ def jobs_list(
             _id_ranges(r["nodes"]) if r["state"] == "running" else "-",  # only running jobs hold
             f"{r['done_iterations']:,.0f} / {length}",
             _utc_short(r["started_at"]),
-            _utc_short(r["estimated_finish"] or r["finished_at"]),
+            # Estimated until it is done; a cancelled job never finished (history: when).
+            _utc_short(r["estimated_finish"] or (r["state"] == "finished" and r["finished_at"])),
         ]
         if deadlines:
             late = r["deadline_met"] is False
             cells.append(_utc_short(r["deadline"]) + (" [red]✗[/red]" if late else ""))
         body.append(cells)
-    title = f"jobs at {now:%Y-%m-%d %H:%M}Z, times UTC"
+    title = f"jobs at {now:%Y-%m-%d %H:%M}Z (times UTC; a finish to come is estimated)"
     table = _table(title, headers, body, fold=("machines", "done"))
     out.print(table)
     for r in records:
