@@ -5,13 +5,14 @@ however it ends (``kill -9`` included), so a crashed run never leaves the folder
 lock file holds the holder's pid and start time, for the message of whoever waits. It works
 for runs outside Prefect (the CLI, cron, DVC) and inside it alike.
 
-Two locks over two disjoint parts of the folder: ``assign`` (the scheduler's state and the
-published placements: every assign run, the nightly's included, and `hulk jobs`) and
+Three locks over disjoint parts of the folder (docs/design.md, "No run tramples another"):
 ``nightly`` (the fleet's data, graph, labels and model: the nightly flow, and the commands that
-write those by hand). An assign run never waits for a nightly: it reads files that are replaced
-atomically and the champion as it was when it started. A lock is taken by the outermost caller
-(the flow, the CLI command), never inside a step: ``flock`` on a second descriptor would wait for
-the process's own lock.
+write those by hand), ``assign`` (the scheduler's state and the published placements: every
+assign run, the nightly's included, and `hulk jobs`; taken by the assign step itself, so that
+every caller holds it) and ``publish`` (the rest of a publication after latest.json: its MLflow
+run, plot and record). An assign run never waits for a nightly: it reads files that are replaced
+atomically and the champion as it was when it started. A process never takes a lock it holds:
+``flock`` on a second descriptor would wait for the process's own lock.
 """
 
 from __future__ import annotations
