@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("screenshots", REPO / "scripts" / "screenshots.py")
@@ -54,3 +55,23 @@ def test_a_served_page_is_taken_and_the_server_stopped(tmp_path: Path) -> None:
         assert image.size == (640, 400) and image.mode == "P"  # reduced to a palette
         colours = {rgb for _, rgb in image.convert("RGB").getcolors(4096)}
     assert (0x12, 0x34, 0x56) in colours and len(colours) > 2  # the page and its drawn text
+
+
+def test_the_fleet_map_of_the_published_placements_needs_no_browser(
+    tiny: Path, tmp_path: Path
+) -> None:
+    from PIL import Image
+
+    from hulk.jobs import dump_jobs, preset_jobs
+    from hulk.settings import load_settings
+    from hulk.stages import assign
+    from tests.code.test_cli_assign import FAST
+
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({**FAST, "data_dir": str(tiny)}))
+    settings = load_settings(params)
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text(dump_jobs(preset_jobs(["GPT-2-1.5B", "BERT-large"])))
+    assign.run(tiny, settings, jobs_file=jobs, strategy="teacher")
+    with Image.open(screenshots.fleet_map_of_latest(params, tmp_path / "map.png")) as image:
+        assert image.mode == "P" and image.size[0] > 400  # reduced to a palette, as the pages
