@@ -193,11 +193,11 @@ def data_docs(params: Path) -> Path:
 
 def fleet_map_of_latest(params: Path, path: Path) -> Path:
     """The fleet map (`hulk.plots.fleet_map`) of the data folder's published placements."""
+    from hulk.data_folder import load_fleet
     from hulk.placements import LATEST
     from hulk.placements_read import read_placements
     from hulk.plots import fleet_map
     from hulk.settings import load_settings
-    from hulk.data_folder import load_fleet
 
     settings = load_settings(params)
     latest = settings.assign.placements_dir / LATEST
