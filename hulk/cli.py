@@ -12,6 +12,7 @@ import datetime as dt
 import functools
 import math
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
@@ -91,6 +92,15 @@ def _print_version(value: bool) -> None:
         raise typer.Exit()
 
 
+def _tolerant_output() -> None:
+    """Characters the terminal's encoding lacks (``✓``, ``✗``, ``→`` on an ASCII or Latin-1
+    locale) print as ``?``: a command whose work is done must not end in a traceback over a
+    mark. stderr already escapes them (Python's default there)."""
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None and getattr(sys.stdout, "errors", "strict") == "strict":
+        reconfigure(errors="replace")
+
+
 @app.callback()
 def main(
     ctx: typer.Context,
@@ -102,6 +112,7 @@ def main(
         ),
     ] = False,
 ) -> None:
+    _tolerant_output()
     try:
         ctx.obj = load_settings(params)
     except HulkError as exc:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -208,3 +211,23 @@ def test_graph_without_link_table_is_a_clear_error(generated: Path, params: Path
     result = invoke("--params", params, "graph", "--data", generated)
     assert result.exit_code == 2
     assert "hulk ingest" in result.output
+
+
+def test_a_terminal_without_the_marks_gets_question_marks_not_a_traceback(tmp_path: Path) -> None:
+    """An ASCII locale (a cron job, an old terminal) cannot show ✓: the command still ends
+    well once its work is done."""
+    jobs = tmp_path / "jobs.yaml"
+    job = {"name": "probe", "params_b": 0.34, "layers": 24, "hidden": 1024, "seq_len": 512}
+    jobs.write_text(
+        yaml.safe_dump(
+            {"jobs": [job | {"global_batch": 256, "micro_batch": 8, "iterations": 1000}]}
+        )
+    )
+    (tmp_path / "data").mkdir()
+    env = os.environ | {"PYTHONIOENCODING": "ascii"}
+    command = [sys.executable, "-m", "hulk.cli", "jobs", "submit", str(jobs)]
+    done = subprocess.run(
+        [*command, "--data", str(tmp_path / "data")], capture_output=True, env=env, check=False
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode("ascii") == "? submitted probe\n"
