@@ -6,6 +6,11 @@ failed goes back to ``queued`` until the next run restarts it. Every change is o
 transaction, so the store is never half-written, and is logged in the ``events`` table (the
 job's history: `JobStore.events`).
 
+A waiting job carries the estimated start and finish the last scheduling run gave it
+(``scheduled_start``, ``scheduled_finish``; None when unknown): `hulk jobs list` reads them here,
+without scheduling again. Every scheduling run writes them for every waiting job, in the run's
+transaction; a job whose spec changes, and any job that stops waiting, has none.
+
 Progress is counted, not measured: a running job has done ``done_iterations`` when its current
 placement started computing (``computing_since``), plus the time since over its estimated
 seconds per iteration. Users who know better say so (`JobStore.report_progress`); a job whose
@@ -55,9 +60,12 @@ WAITING = (SUBMITTED, QUEUED)
 DONE = (FINISHED, CANCELLED)
 FROM_FILE, FROM_CLI = "jobs-file", "cli"
 WITHDRAWN = "removed from the jobs file"  # the reason of a job the file no longer lists
-_FORMAT = 1  # PRAGMA user_version
+# PRAGMA user_version. 1: the first store; 2: a waiting job's estimated start and finish.
+_FORMAT = 2
 
-_SCHEMA = """
+# The tables as format 1 made them; a new store gets them, then the columns added since.
+_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS jobs (
     name TEXT PRIMARY KEY,
     spec TEXT NOT NULL,
@@ -75,20 +83,28 @@ CREATE TABLE IF NOT EXISTS jobs (
     done_iterations REAL NOT NULL DEFAULT 0,
     moves INTEGER NOT NULL DEFAULT 0,
     finished_at TEXT
-);
+)""",
+    """
 CREATE TABLE IF NOT EXISTS plans (
     key TEXT PRIMARY KEY,
     plan TEXT NOT NULL,
     used_at TEXT NOT NULL
-);
+)""",
+    """
 CREATE TABLE IF NOT EXISTS events (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     at TEXT NOT NULL,
     job TEXT NOT NULL,
     event TEXT NOT NULL,
     detail TEXT
-);
-"""
+)""",
+)
+# Columns later formats added to the jobs table: a store of an earlier format gets them (NULL in
+# every row) when this Hulk first opens it, a new store when it is created.
+_ADDED_COLUMNS = (
+    ("scheduled_start", "TEXT"),  # format 2
+    ("scheduled_finish", "TEXT"),  # format 2
+)
 
 
 @dataclass(frozen=True)
@@ -110,6 +126,10 @@ class JobState:
     done_iterations: float = 0.0  # done at computing_since
     moves: int = 0
     finished_at: dt.datetime | None = None
+    # A waiting job: when the last scheduling run expected it to start and finish (None:
+    # unknown). The store keeps them for waiting jobs only (`JobStore.put`).
+    scheduled_start: dt.datetime | None = None
+    scheduled_finish: dt.datetime | None = None
 
     def progress(self, now: dt.datetime) -> float:
         """Iterations done by `now` (estimated from the plan's seconds per iteration)."""
@@ -125,7 +145,10 @@ class JobState:
         return max(0.0, self.job.iterations - self.progress(now))
 
     def estimated_finish(self) -> dt.datetime | None:
-        """When a running job's iterations are done (None without a length or a plan)."""
+        """When a running job's iterations are done (None without a length or a plan); a
+        waiting job's finish as the last scheduling run estimated it (None: unknown)."""
+        if self.state in WAITING:
+            return self.scheduled_finish
         if (
             self.state != RUNNING
             or self.job.iterations is None
@@ -151,6 +174,7 @@ class JobState:
             "iteration_s": self.iteration_s,
             "started_at": _fmt(self.started_at),
             "finished_at": _fmt(self.finished_at),
+            "estimated_start": _fmt(self.scheduled_start) if self.state in WAITING else None,
             "estimated_finish": _fmt(self.estimated_finish()),
             "deadline": _fmt(self.job.deadline),
             "moves": self.moves,
@@ -180,15 +204,47 @@ class JobStore:
         self._depth = 0  # open transactions (`transaction` nests as savepoints)
         try:
             self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-            version = self.db.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, _FORMAT):
-                raise InputError(
-                    self.path, "jobs_db.format", f"format {version}; this Hulk reads {_FORMAT}"
-                )
-            self.db.executescript(_SCHEMA)
-            self.db.execute(f"PRAGMA user_version = {_FORMAT}")
+            version = self._version()
+            if version != _FORMAT:
+                self._upgrade(version)
         except sqlite3.DatabaseError as exc:
+            self.close()
             raise InputError(self.path, "jobs_db.readable", f"not a job store: {exc}") from None
+        except InputError:
+            self.close()
+            raise
+
+    def _version(self) -> int:
+        """The store's format (0: a new, empty file); `InputError` for one a newer Hulk wrote."""
+        version = int(self.db.execute("PRAGMA user_version").fetchone()[0])
+        if version > _FORMAT:
+            raise InputError(
+                self.path,
+                "jobs_db.format",
+                f"format {version}, written by a newer Hulk; this Hulk reads formats up to "
+                f"{_FORMAT}: use a Hulk as new as the one that wrote it",
+            )
+        return version
+
+    def _upgrade(self, version: int) -> None:
+        """Create a new store's tables, or bring an earlier format's up to this one (adding the
+        columns `_ADDED_COLUMNS` lists), in one transaction: a store is never half-migrated.
+        The format is read again once the transaction holds the write lock, so that two
+        processes opening an old store at once migrate it once."""
+        try:
+            with self.transaction():
+                if self._version() == _FORMAT:
+                    return
+                for statement in _SCHEMA:
+                    self.db.execute(statement)
+                have = {row[1] for row in self.db.execute("PRAGMA table_info(jobs)")}
+                for column, kind in _ADDED_COLUMNS:
+                    if column not in have:
+                        self.db.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
+                self.db.execute(f"PRAGMA user_version = {_FORMAT}")
+        except sqlite3.DatabaseError as exc:
+            what = "create it" if version == 0 else f"bring it from format {version} to {_FORMAT}"
+            raise InputError(self.path, "jobs_db.upgrade", f"cannot {what}: {exc}") from None
 
     def __enter__(self) -> JobStore:
         return self
@@ -197,7 +253,8 @@ class JobStore:
         self.close()
 
     def close(self) -> None:
-        self.db.close()
+        if hasattr(self, "db"):
+            self.db.close()
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -264,13 +321,17 @@ class JobStore:
             done_iterations=float(row["done_iterations"]),
             moves=int(row["moves"]),
             finished_at=_time(row["finished_at"]),
+            scheduled_start=_time(row["scheduled_start"]),
+            scheduled_finish=_time(row["scheduled_finish"]),
         )
 
     # -- writing --
 
     def put(self, state: JobState, event: str | None, detail: str | None = None) -> None:
         """Insert or replace one job's row and log `event` unless None (inside a transaction
-        or alone)."""
+        or alone). The estimated start and finish are kept for a waiting job only: a job that
+        starts, finishes or is cancelled drops them."""
+        waiting = state.state in WAITING
         values = {
             "name": state.job.name,
             "spec": json.dumps(job_to_dict(state.job), sort_keys=True),
@@ -288,6 +349,8 @@ class JobStore:
             "done_iterations": state.done_iterations,
             "moves": state.moves,
             "finished_at": _fmt(state.finished_at),
+            "scheduled_start": _fmt(state.scheduled_start) if waiting else None,
+            "scheduled_finish": _fmt(state.scheduled_finish) if waiting else None,
         }
         names = ", ".join(values)
         marks = ", ".join("?" for _ in values)
@@ -383,7 +446,14 @@ class JobStore:
                     changes["submitted"].append(job.name)
                 elif have.state == CANCELLED and have.reason == WITHDRAWN:
                     if job_to_dict(have.job) == job_to_dict(job):
-                        state = replace(have, state=SUBMITTED, updated_at=now, reason=None)
+                        state = replace(
+                            have,
+                            state=SUBMITTED,
+                            updated_at=now,
+                            reason=None,
+                            scheduled_start=None,  # no run has scheduled it since
+                            scheduled_finish=None,
+                        )
                     else:  # another spec: the progress of the old one does not carry over
                         state = replace(
                             _new_state(job, FROM_FILE, now),
@@ -392,6 +462,7 @@ class JobStore:
                     self.put(state, "resubmitted", "listed in the jobs file again")
                     changes["resubmitted"].append(job.name)
                 elif have.state in WAITING and job_to_dict(have.job) != job_to_dict(job):
+                    # A new state: the estimates of the old spec do not carry over either.
                     updated = _new_state(job, have.source, now)
                     submitted = job.submitted_at or have.submitted_at
                     state = replace(updated, state=have.state, submitted_at=submitted)

@@ -561,3 +561,157 @@ def json_lines(text: str) -> list[dict]:
         record, at = decoder.raw_decode(text, at)
         records.append(record)
     return records
+
+
+# The job store as the first Hulk with one wrote it (format 1), to check its migration.
+FORMAT_1 = """
+CREATE TABLE IF NOT EXISTS jobs (
+    name TEXT PRIMARY KEY,
+    spec TEXT NOT NULL,
+    source TEXT NOT NULL,
+    state TEXT NOT NULL,
+    submitted_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    reason TEXT,
+    nodes TEXT,
+    layout TEXT,
+    replicas TEXT,
+    iteration_s REAL,
+    started_at TEXT,
+    computing_since TEXT,
+    done_iterations REAL NOT NULL DEFAULT 0,
+    moves INTEGER NOT NULL DEFAULT 0,
+    finished_at TEXT
+);
+CREATE TABLE IF NOT EXISTS plans (
+    key TEXT PRIMARY KEY,
+    plan TEXT NOT NULL,
+    used_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at TEXT NOT NULL,
+    job TEXT NOT NULL,
+    event TEXT NOT NULL,
+    detail TEXT
+);
+PRAGMA user_version = 1;
+"""
+
+
+def format_1_store(path: Path) -> None:
+    """A format-1 store at `path`: a running job, a waiting one, their events and a plan."""
+    import sqlite3
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(path)
+    db.executescript(FORMAT_1)
+    replicas = [{"stages": [{"node": 0, "layer_start": 0, "layer_end": 24}]}]
+    rows = [
+        ("run", "running", "[0]", "pipeline", json.dumps(replicas), 2.0, "2026-11-24T09:00:00Z"),
+        ("wait", "queued", None, None, None, None, None),
+    ]
+    for name, state, nodes, layout, stages, iteration_s, since in rows:
+        db.execute(
+            "INSERT INTO jobs (name, spec, source, state, submitted_at, updated_at, reason, nodes,"
+            " layout, replicas, iteration_s, started_at, computing_since, done_iterations, moves,"
+            " finished_at) VALUES (?, ?, 'jobs-file', ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, 0, 0, NULL)",
+            (
+                name,
+                json.dumps(spec(name, "BERT-large", iterations=1_000), sort_keys=True),
+                state,
+                "2026-11-24T08:00:00Z",
+                "2026-11-24T09:00:00Z",
+                nodes,
+                layout,
+                stages,
+                iteration_s,
+                since,
+                since,
+            ),
+        )
+        db.execute(
+            "INSERT INTO events (at, job, event, detail) VALUES (?, ?, 'submitted', NULL)",
+            ("2026-11-24T08:00:00Z", name),
+        )
+    db.execute("INSERT INTO plans VALUES ('key', '{}', '2026-11-24T09:00:00Z')")
+    db.commit()
+    db.close()
+
+
+def test_a_store_of_the_first_format_is_migrated_and_a_newer_one_refused(tiny: Path) -> None:
+    import sqlite3
+
+    path = jobs_db(tiny)
+    format_1_store(path)
+    listed = runner.invoke(app, ["jobs", "list", "--data", str(tiny), "--json"])
+    assert listed.exit_code == 0, listed.output
+    records = {r["job"]: r for r in json_lines(listed.output)}
+    assert records["run"]["state"] == "running" and records["run"]["nodes"] == [0]
+    assert records["run"]["estimated_finish"] == "2026-11-24T09:33:20Z"  # 1,000 × 2 s
+    assert (records["wait"]["estimated_start"], records["wait"]["estimated_finish"]) == (None, None)
+    db = sqlite3.connect(path)
+    columns = [row[1] for row in db.execute("PRAGMA table_info(jobs)")]
+    assert columns[-2:] == ["scheduled_start", "scheduled_finish"]
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert db.execute("SELECT count(*) FROM events").fetchone()[0] == 2
+    db.close()
+    with JobStore(path) as store:  # the migrated store takes estimates, and keeps its plans
+        assert store.cached_plans(["key"]) == {"key": {}}
+        waiting = store.get("wait")
+        assert waiting is not None
+        store.put(dataclasses.replace(waiting, scheduled_finish=T0), None)
+    with JobStore(path) as store:
+        again = store.get("wait")
+        assert again is not None and again.estimated_finish() == T0
+    # A store from a newer Hulk is refused, not read or changed.
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA user_version = 3")
+    db.close()
+    before = path.read_bytes()
+    refused = runner.invoke(app, ["jobs", "list", "--data", str(tiny)])
+    assert refused.exit_code == 2 and "jobs_db.format" in refused.output, refused.output
+    assert "format 3, written by a newer Hulk" in refused.output
+    assert path.read_bytes() == before
+
+
+def test_a_waiting_jobs_estimate_goes_with_a_change_of_spec_or_state(tmp_path: Path) -> None:
+    # The estimates are the last scheduling run's for the job as it then was: a spec changed
+    # since, a start, a cancellation or a withdrawal from the jobs file leaves none.
+    a, b, c = (
+        load_jobs(write_jobs(tmp_path / f"{n}.yaml", spec(n, "BERT-large", iterations=10)))[0]
+        for n in "abc"
+    )
+    estimated = {"scheduled_start": T0, "scheduled_finish": T0 + dt.timedelta(hours=1)}
+
+    def estimate(store: JobStore, name: str) -> None:
+        have = store.get(name)
+        assert have is not None
+        store.put(dataclasses.replace(have, state="queued", **estimated), None)
+
+    def times(store: JobStore, name: str) -> tuple:
+        have = store.get(name)
+        assert have is not None
+        return have.scheduled_start, have.scheduled_finish
+
+    with JobStore(tmp_path / "jobs.db") as store:
+        store.sync_file([a, b, c], T0)
+        for name in "abc":
+            estimate(store, name)
+        assert times(store, "a") == (T0, T0 + dt.timedelta(hours=1))
+        assert store.get("a").to_dict(T0)["estimated_finish"] == "2026-11-24T10:00:00Z"
+        longer = dataclasses.replace(a, iterations=20)
+        assert store.sync_file([longer, b, c], T0)["updated"] == ["a"]
+        assert times(store, "a") == (None, None)
+        assert store.sync_file([longer, c], T0)["withdrawn"] == ["b"]
+        assert times(store, "b") == (None, None)
+        assert store.sync_file([longer, b, c], T0)["resubmitted"] == ["b"]
+        assert times(store, "b") == (None, None)
+        have = store.get("c")
+        store.put(
+            dataclasses.replace(have, state=RUNNING, iteration_s=1.0, computing_since=T0), None
+        )
+        assert times(store, "c") == (None, None)
+        estimate(store, "a")
+        store.cancel("a", T0)
+        assert times(store, "a") == (None, None)
