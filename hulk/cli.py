@@ -889,19 +889,15 @@ def jobs_list(
     as_json: Annotated[bool, typer.Option("--json", help="JSON lines, one per job.")] = False,
 ) -> None:
     """The jobs and their state: waiting, running (where, since when, estimated finish), and
-    the deadlines their estimated finish misses. A running job's estimate is the store's; a
-    waiting job's is the one the last scheduling run left in latest.json (nothing is scheduled
+    the deadlines their estimated finish misses. Every estimate is the store's: a running job's
+    follows its progress, a waiting job's is the last scheduling run's (nothing is scheduled
     anew)."""
     from hulk.job_store import QUEUED, RUNNING, SUBMITTED
-    from hulk.placements import LATEST
-    from hulk.stages.scheduling import waiting_finishes
 
     now = _now()
-    with _store(ctx, data) as store:  # latest.json too: assign runs write both under the lock
+    with _store(ctx, data) as store:
         states = store.jobs(None if all_jobs else [SUBMITTED, QUEUED, RUNNING])
-        latest = _settings(ctx, data).assign.placements_dir / LATEST
-        waiting = waiting_finishes(latest, states)
-    records = [_job_record(state.to_dict(now), waiting) for state in states]
+    records = [_job_record(state.to_dict(now)) for state in states]
     if as_json:
         for record in records:
             out.print_json(data=record)
@@ -936,16 +932,14 @@ def jobs_list(
         out.print(f"[red]{len(missed)} deadline(s) missed[/red]: {escape(', '.join(missed))}")
 
 
-def _job_record(record: dict[str, Any], waiting: dict[str, str]) -> dict[str, Any]:
-    """A job of `hulk jobs list`: the store's record, a waiting job's estimated finish from the
-    last schedule (`waiting`), and ``deadline_met``: whether its finish (done, or estimated)
-    meets its deadline; None without a deadline or a finish, and for a cancelled job."""
+def _job_record(record: dict[str, Any]) -> dict[str, Any]:
+    """A job of `hulk jobs list`: the store's record and ``deadline_met``: whether its finish
+    (done, or estimated) meets its deadline; None without a deadline or a finish, and for a
+    cancelled job."""
 
     def moment(text: str) -> dt.datetime:
         return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
 
-    if record["state"] in ("submitted", "queued"):
-        record["estimated_finish"] = waiting.get(record["job"])
     finish = record["estimated_finish"] or record["finished_at"]
     met = None
     if record["deadline"] and finish and record["state"] != "cancelled":

@@ -10,7 +10,8 @@
    moves, and its plans (with those moves) are kept when the schedule's mean completion time is
    no worse.
 4. The placements file gets every job's ``start_at`` / ``finish_at`` (UTC), what a waiting job
-   waits for, and a top-level ``queue`` block; then the store records the new state.
+   waits for, and a top-level ``queue`` block; then the store records the new state, a waiting
+   job's estimated start and finish with it (`record`; what ``hulk jobs list`` shows).
 """
 
 from __future__ import annotations
@@ -351,8 +352,15 @@ def _placement(decision: Decision, fleet: Fleet, baselines: BaselineMemory) -> J
     )
 
 
-def _at(now: dt.datetime, seconds: float | None) -> str | None:
+def _moment(now: dt.datetime, seconds: float | None) -> dt.datetime | None:
+    """`now` + `seconds` in whole seconds, as the store and the placements file keep times
+    (None: unknown, or past what a calendar holds)."""
     moment = None if seconds is None else later(now, seconds)
+    return None if moment is None else moment.replace(microsecond=0)
+
+
+def _at(now: dt.datetime, seconds: float | None) -> str | None:
+    moment = _moment(now, seconds)
     return None if moment is None else format_time(moment)
 
 
@@ -398,36 +406,6 @@ def job_schedule(
         done_iterations=round(state.progress(now), 1) if state is not None else 0.0,
         deadline_met=None if decision.deadline_s is None else not decision.late,
     )
-
-
-def waiting_finishes(latest: Path, states: Sequence[JobState]) -> dict[str, str]:
-    """The estimated finish (UTC ISO) of each waiting job of `states` as the last scheduling
-    run left it in `latest` (its ``finish_at``), read without scheduling again (``hulk jobs
-    list``). The store holds a running job's estimate, not a waiting one's. Only a scheduler's
-    file counts (one with a ``queue`` block), and of it only the jobs it had waiting with the
-    spec they still have; nothing when the file is missing or unreadable."""
-    from hulk.jobs import job_to_dict
-
-    try:
-        doc = json.loads(Path(latest).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(doc, dict) or not isinstance(doc.get("queue"), dict):
-        return {}  # Systems A, B, C: no schedule, no times
-    # `hulk.scheduler.WAIT`, not imported: the cost model behind it costs `jobs list` a second.
-    entries = {
-        job.get("job"): job
-        for job in doc.get("jobs") or []
-        if isinstance(job, dict) and job.get("action") == "wait"
-    }
-    found: dict[str, str] = {}
-    for state in states:
-        entry = entries.get(state.job.name)
-        if state.state == RUNNING or entry is None or not isinstance(entry.get("finish_at"), str):
-            continue
-        if entry.get("spec") == job_to_dict(state.job):  # not a job changed since
-            found[state.job.name] = entry["finish_at"]
-    return found
 
 
 @dataclasses.dataclass(frozen=True)
@@ -494,11 +472,20 @@ def queue_block(
 
 
 def record(store: JobStore, found: Schedule, fleet: Fleet, now: dt.datetime) -> None:
-    """The schedule's decisions as the store's new state, in one transaction."""
+    """The schedule's decisions as the store's new state, in one transaction: every waiting
+    job gets this run's estimated start and finish (the placements file's ``start_at`` and
+    ``finish_at``), None when the run does not know them (a job that never fits, or waits on
+    jobs without a length or for drained machines), never an earlier run's."""
     from hulk.scheduler import KEEP, MOVE, NEVER, RESTART, START, WAIT
 
     states = {s.job.name: s for s in store.jobs([SUBMITTED, QUEUED, RUNNING])}
+    decided = {d.job.name for d in found.decisions}
     with store.transaction():
+        # The scheduler decides for every job; one it left out keeps no earlier run's estimate.
+        for name, left_out in states.items():
+            if name not in decided and (left_out.scheduled_start or left_out.scheduled_finish):
+                unknown = dataclasses.replace(left_out, scheduled_start=None, scheduled_finish=None)
+                store.put(unknown, None)
         for d in found.decisions:
             have = states.get(d.job.name)
             if have is None:
@@ -539,6 +526,9 @@ def record(store: JobStore, found: Schedule, fleet: Fleet, now: dt.datetime) -> 
                 )
                 continue
             reason = d.reason if d.action != NEVER else f"infeasible: {d.reason}"
+            waits = d.action == WAIT
+            start = _moment(now, d.start_s) if waits else None
+            finish = _moment(now, d.finish_s) if waits else None
             # A job that ran keeps the record of where it ran: its checkpoint is there.
             new = dataclasses.replace(
                 have,
@@ -550,6 +540,8 @@ def record(store: JobStore, found: Schedule, fleet: Fleet, now: dt.datetime) -> 
                 computing_since=None,
                 done_iterations=have.progress(now),
                 iteration_s=None,
+                scheduled_start=start,
+                scheduled_finish=finish,
             )
             if have.state != QUEUED:  # a new wait is an event; a changed reason is not
                 event = "queued"
@@ -558,6 +550,11 @@ def record(store: JobStore, found: Schedule, fleet: Fleet, now: dt.datetime) -> 
                 store.put(new, event, reason if d.action in (WAIT, NEVER) else None)
             elif have.reason != reason:
                 store.put(new, None)
+            elif (have.scheduled_start, have.scheduled_finish) != (start, finish):
+                # New estimates alone: the job's state has not changed since `updated_at`.
+                store.put(
+                    dataclasses.replace(have, scheduled_start=start, scheduled_finish=finish), None
+                )
 
 
 def schedule_run(

@@ -563,6 +563,94 @@ def json_lines(text: str) -> list[dict]:
     return records
 
 
+def test_jobs_list_shows_the_last_scheduling_runs_estimates_wherever_it_wrote_its_placements(
+    tiny: Path, tmp_path: Path
+) -> None:
+    # Five long jobs hold the machines; a short one due within the hour waits for them. The run
+    # that schedules it writes its placements elsewhere (--out): `hulk jobs list` shows that
+    # run's estimate (the store's), not the one of latest.json in the placements folder.
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({**FAST, "scheduler": {"preempt_candidates": 0}}))
+    now = dt.datetime.now(dt.UTC)
+    soon = (now + dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    longs = [spec(f"long{k}", "BERT-large", iterations=10_000_000) for k in range(6)]
+    jobs = write_jobs(tmp_path / "jobs.yaml", *longs)
+    args = ["--params", params, "assign", "--data", tiny, "--jobs", jobs, "--strategy"]
+    first = runner.invoke(app, [str(a) for a in (*args, "teacher")])
+    assert first.exit_code == 0, first.output
+    write_jobs(jobs, *longs, spec("late", "BERT-large", iterations=1_000, deadline=soon))
+    elsewhere = tmp_path / "elsewhere"
+    second = runner.invoke(app, [str(a) for a in (*args, "teacher", "--out", elsewhere)])
+    assert second.exit_code == 0, second.output
+    late = by_job(json.loads((elsewhere / "latest.json").read_text()))["late"]
+    assert late["action"] == "wait" and late["finish_at"] and late["deadline_met"] is False
+    assert "late" not in by_job(json.loads((tiny / "placements" / "latest.json").read_text()))
+    listing = ["--params", str(params), "jobs", "list", "--data", str(tiny)]
+
+    def listed() -> dict:
+        result = runner.invoke(app, [*listing, "--json"])
+        assert result.exit_code == 0, result.output
+        return {r["job"]: r for r in json_lines(result.output)}["late"]
+
+    record = listed()
+    assert (record["estimated_finish"], record["deadline_met"]) == (late["finish_at"], False)
+    assert (record["state"], record["estimated_start"]) == ("queued", late["start_at"])
+    table = runner.invoke(app, listing)
+    assert "1 deadline(s) missed: late" in table.output, table.output
+    # System B compares, it does not schedule: the store and its estimates stay the scheduler's.
+    compared = runner.invoke(app, [str(a) for a in (*args, "B")])
+    assert compared.exit_code == 0 and "latest.json kept" in compared.output, compared.output
+    assert listed() == record
+    # The job it waits for is nearly done: the next run moves the estimate, its reason alone
+    # unchanged, and the store follows.
+    (holder,) = late["waits_for"]
+    progress = ["jobs", "progress", holder, "9999000", "--data", str(tiny)]
+    assert runner.invoke(app, progress).exit_code == 0
+    third = runner.invoke(app, [str(a) for a in (*args, "teacher", "--out", elsewhere)])
+    assert third.exit_code == 0, third.output
+    sooner = by_job(json.loads((elsewhere / "latest.json").read_text()))["late"]
+    assert sooner["reason"] == late["reason"] and sooner["finish_at"] < late["finish_at"]
+    record = listed()
+    assert (record["estimated_start"], record["estimated_finish"]) == (
+        sooner["start_at"],
+        sooner["finish_at"],
+    )
+
+
+def test_a_run_that_cannot_estimate_a_waiting_job_clears_its_estimate(
+    tiny: Path, tmp_path: Path
+) -> None:
+    # A job waits for the long ones with an estimate; the next run finds every machine silent
+    # (drained): the job waits for them to return, with no time, and keeps no earlier estimate.
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({**FAST, "scheduler": {"preempt_candidates": 0}}))
+    settings = load_settings(params)
+    longs = [spec(f"long{k}", "BERT-large", iterations=10_000_000) for k in range(6)]
+    jobs = write_jobs(tmp_path / "jobs.yaml", *longs)
+    run = dict(jobs_file=jobs, strategy="teacher", out_dir=tiny / "placements")
+    stage.run(tiny, settings, now=T0, **run)
+    write_jobs(jobs, *longs, spec("next", "BERT-large", iterations=1_000))
+    stage.run(tiny, settings, now=T0, **run)
+    listing = ["--params", str(params), "jobs", "list", "--data", str(tiny), "--json"]
+
+    def listed() -> dict:
+        result = runner.invoke(app, listing)
+        assert result.exit_code == 0, result.output
+        return {r["job"]: r for r in json_lines(result.output)}["next"]
+
+    assert listed()["state"] == "queued" and listed()["estimated_finish"] is not None
+    report = tiny / "validation" / "report.json"
+    report.parent.mkdir(parents=True, exist_ok=True)
+    stale = {"severity": "warning", "rule": "logs.stale_machine", "machines": list(range(6))}
+    report.write_text(json.dumps({"findings": [stale]}))
+    result = stage.run(tiny, settings, now=T0 + dt.timedelta(minutes=15), **run)
+    waits = by_job(json.loads(result.outputs["latest"].read_text()))["next"]
+    assert waits["action"] == "wait" and waits["finish_at"] is None, waits
+    record = listed()
+    assert record["state"] == "queued"
+    assert (record["estimated_start"], record["estimated_finish"]) == (None, None)
+
+
 # The job store as the first Hulk with one wrote it (format 1), to check its migration.
 FORMAT_1 = """
 CREATE TABLE IF NOT EXISTS jobs (
