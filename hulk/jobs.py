@@ -29,11 +29,12 @@ unknown keys, missing keys, wrong types (``layers: 48.0`` or ``layers: "48"`` is
 an integer is accepted where a number is expected), non-positive or non-finite sizes, a
 ``micro_batch`` larger than ``global_batch``, both ``iterations`` and ``tokens``, a time that is
 not ISO 8601 (YAML's own timestamps are read as text and parsed here, so ``2026-13-45`` is a
-``jobs.bad_time`` like any other; a date alone is midnight UTC), a ``deadline`` not after
-``submitted_at``, more than `MAX_ITERATIONS` iterations (``jobs.too_long``: the store keeps
-iterations as 64-bit integers), a name outside ``[A-Za-z0-9._-]+`` and duplicate names; YAML
-aliases and files over 1 MB are refused (rules ``jobs.yaml_alias``, ``jobs.too_large``). Every
-problem of the file is listed in the one error.
+``jobs.bad_time`` like any other; a date alone is midnight UTC) or not of years 1 to 9999 in UTC,
+a ``deadline`` not after ``submitted_at`` (times are kept to the whole second, as the job store
+writes them: the check is on those), more than `MAX_ITERATIONS` iterations (``jobs.too_long``:
+the store keeps iterations as 64-bit integers), a name outside ``[A-Za-z0-9._-]+`` and
+duplicate names; YAML aliases and files over 1 MB are refused (rules ``jobs.yaml_alias``,
+``jobs.too_large``). Every problem of the file is listed in the one error.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic_core import PydanticCustomError
 
 from hulk.errors import InputError
 
@@ -152,8 +154,15 @@ def _job_problems(job: Job) -> list[str]:
         )
     for key in ("submitted_at", "deadline"):
         moment = getattr(job, key)
-        if moment is not None and (not isinstance(moment, dt.datetime) or moment.tzinfo is None):
+        if moment is None:
+            continue
+        if not isinstance(moment, dt.datetime) or moment.tzinfo is None:
             problems.append(f"{key} must be a timezone-aware datetime (got {moment!r})")
+        elif not _kept_exactly(moment):
+            problems.append(
+                f"{key} must be a whole second of years 0001 to 9999 in UTC, as the job store "
+                f"keeps it (got {moment!r})"
+            )
     if (
         not problems
         and job.submitted_at is not None
@@ -164,6 +173,14 @@ def _job_problems(job: Job) -> list[str]:
     return problems
 
 
+def _kept_exactly(moment: dt.datetime) -> bool:
+    """Whether `format_time` writes `moment` as text `utc_time` reads back to the same time."""
+    try:
+        return utc_time(format_time(moment)) == moment
+    except OverflowError:  # not a time of years 1 to 9999 in UTC
+        return False
+
+
 def iterations_for_tokens(job: Job, tokens: float) -> int:
     """Training iterations that consume `tokens` tokens: ceil(tokens / (global_batch × seq_len))."""
     return max(1, math.ceil(tokens / (job.global_batch * job.seq_len)))
@@ -171,7 +188,9 @@ def iterations_for_tokens(job: Job, tokens: float) -> int:
 
 def utc_time(value: object) -> object:
     """An ISO 8601 string or datetime as an aware UTC datetime (no zone: UTC); else unchanged,
-    for the validator to reject."""
+    for the validator to reject. A time whose UTC date falls outside years 1 to 9999
+    (``0001-01-01T00:00:00+01:00``) is returned unchanged too."""
+    original = value
     if isinstance(value, str):
         try:
             value = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
@@ -180,7 +199,10 @@ def utc_time(value: object) -> object:
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=dt.UTC)
-        return value.astimezone(dt.UTC)
+        try:
+            return value.astimezone(dt.UTC)
+        except OverflowError:  # before year 1 or past year 9999 in UTC
+            return original
     return value
 
 
@@ -196,8 +218,12 @@ def later(moment: dt.datetime, seconds: float) -> dt.datetime | None:
 
 
 def format_time(moment: dt.datetime) -> str:
-    """``YYYY-MM-DDTHH:MM:SSZ`` (UTC, whole seconds): how files and tables show a time."""
-    return f"{moment.astimezone(dt.UTC):%Y-%m-%dT%H:%M:%SZ}"
+    """``YYYY-MM-DDTHH:MM:SSZ`` (UTC, whole seconds, the year in 4 digits): how files, tables
+    and the job store show a time. `utc_time` reads it back to the same time when it has no
+    fraction of a second, as every time of a job has (`parse_jobs`)."""
+    m = moment.astimezone(dt.UTC)
+    # Not strftime's %Y: glibc writes year 10 as "10", which is no ISO 8601 date.
+    return f"{m.year:04d}-{m.month:02d}-{m.day:02d}T{m.hour:02d}:{m.minute:02d}:{m.second:02d}Z"
 
 
 # --- presets (docs/design.md#job-presets) -----------------------------------------------------
@@ -234,7 +260,19 @@ _Positive = Field(gt=0, allow_inf_nan=False)
 # Iterations of one job at most: the job store keeps them as 64-bit integers (a trillion
 # iterations is millennia of training).
 MAX_ITERATIONS = 10**12
-_Time = Annotated[dt.datetime, BeforeValidator(utc_time)]
+
+
+def _job_time(value: object) -> dt.datetime:
+    """A job's time: `utc_time` to the whole second, as the job store keeps it (`format_time`),
+    so a file is judged on the times Hulk keeps (``09:00:00.9`` is ``09:00:00``);
+    ``jobs.bad_time`` unless it is an ISO 8601 time of years 1 to 9999 in UTC."""
+    moment = utc_time(value)
+    if not isinstance(moment, dt.datetime) or moment.utcoffset() != dt.timedelta(0):
+        raise PydanticCustomError("bad_time", "not an ISO 8601 time of years 0001 to 9999 in UTC")
+    return moment.replace(microsecond=0)
+
+
+_Time = Annotated[dt.datetime, BeforeValidator(_job_time)]
 
 
 def _yaml_float(value: object) -> object:
@@ -275,6 +313,7 @@ _RULES = {
     "datetime_type": "jobs.bad_time",
     "datetime_from_date_parsing": "jobs.bad_time",
     "datetime_parsing": "jobs.bad_time",
+    "bad_time": "jobs.bad_time",
 }
 
 
