@@ -26,7 +26,8 @@ life for the scheduler (`hulk.scheduler`): ``iterations`` (training iterations t
 length runs until it is marked finished (`hulk jobs finish`). `load_jobs`
 rejects, as an `InputError` naming the file, the job (position and name) and the field:
 unknown keys, missing keys, wrong types (``layers: 48.0`` or ``layers: "48"`` is not an integer;
-an integer is accepted where a number is expected), non-positive or non-finite sizes, a
+an integer is accepted where a number is expected), non-positive or non-finite sizes, sizes
+and priorities outside `SIZE_LIMITS`, `MIN_PARAMS_B` and `MAX_PRIORITY` (``jobs.out_of_range``), a
 ``micro_batch`` larger than ``global_batch``, both ``iterations`` and ``tokens``, a time that is
 not ISO 8601 (YAML's own timestamps are read as text and parsed here, so ``2026-13-45`` is a
 ``jobs.bad_time`` like any other; a date alone is midnight UTC) or not of years 1 to 9999 in UTC,
@@ -63,6 +64,30 @@ GB = 1e9  # bytes per GB: memory is counted in decimal units, like the inventory
 FLOPS_PER_PARAM_TOKEN = 6  # forward (2) + backward (4) FLOPs per parameter and token
 ACTIVATION_BYTES_PER_VALUE = 2  # fp16 / bf16 activations
 STATE_BYTES_PER_PARAM = 16  # mixed-precision Adam state
+
+# The largest size of each kind a job may have, and why. No training job comes near them (the
+# largest today: some 2 T parameters, a few hundred layers (1,000 in research), hidden sizes of
+# some 25,000, contexts of millions of tokens, batches of thousands of sequences), yet they keep
+# what the cost model derives from a job a finite float (at most 6 × 1e14 × 1e7 × 1e8 = 6e29
+# FLOPs an iteration, 2e21 bytes of activation) and the planner fast: its work and memory grow
+# with `layers` (a price per machine and layer, `hulk.planner`). On paper-47 `hulk assign` of
+# the six preset jobs takes 1.8 s at their own depths, 4.3 s at 10,000 layers each and 36 s at
+# 100,000; one job of 1,000,000 layers 35 s and 1 GB; of 10,000,000, minutes.
+SIZE_LIMITS: dict[str, tuple[int, str]] = {
+    "params_b": (100_000, "100 T parameters, 1.6 PB of training state"),
+    "layers": (10_000, "the planner's work grows with the layers"),
+    "hidden": (1_000_000, "40 times the widest model's"),
+    "seq_len": (100_000_000, "100 M tokens a sequence"),
+    "global_batch": (10_000_000, "10 M sequences an iteration"),
+    "micro_batch": (10_000_000, "10 M sequences, like global_batch"),
+    "min_memory_gb": (10_000_000, "10 PB"),
+}
+# The fewest parameters a job has: params_b is rounded to a whole count of parameters, and the
+# cost model and the GNN's features (log10 of it) need at least one.
+MIN_PARAMS_B = 1e-9
+# Priorities are ranks: a million levels each way is more than any queue uses, and they stay
+# exact as the GNN's float32 input.
+MAX_PRIORITY = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -143,11 +168,11 @@ def _job_problems(job: Job) -> list[str]:
         sizes["min_memory_gb"] = job.min_memory_gb
     if job.iterations is not None:
         sizes["iterations"] = job.iterations
-    for key, value in sizes.items():
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            problems.append(f"{key} must be a number (got {value!r})")
-        elif not math.isfinite(value) or value <= 0:
-            problems.append(f"{key} must be a positive finite number (got {value!r})")
+    problems += [p for key, value in sizes.items() if (p := _size_problem(key, value))]
+    if isinstance(job.priority, bool) or not isinstance(job.priority, int):
+        problems.append(f"priority must be an integer (got {job.priority!r})")
+    elif abs(job.priority) > MAX_PRIORITY:
+        problems.append(f"priority must be within ±{MAX_PRIORITY:,} (got {job.priority!r})")
     if not problems and job.micro_batch > job.global_batch:
         problems.append(
             f"micro_batch ({job.micro_batch}) must not exceed global_batch ({job.global_batch})"
@@ -171,6 +196,19 @@ def _job_problems(job: Job) -> list[str]:
     ):
         problems.append(f"deadline {job.deadline} is not after submitted_at {job.submitted_at}")
     return problems
+
+
+def _size_problem(key: str, value: object) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"{key} must be a number (got {value!r})"
+    if not math.isfinite(value) or value <= 0:
+        return f"{key} must be a positive finite number (got {value!r})"
+    if key in SIZE_LIMITS and value > SIZE_LIMITS[key][0]:
+        limit, why = SIZE_LIMITS[key]
+        return f"{key} must be at most {limit:,} ({why}) (got {value!r})"
+    if key == "params_b" and value < MIN_PARAMS_B:
+        return f"params_b must be at least {MIN_PARAMS_B:g}, one parameter (got {value!r})"
+    return None
 
 
 def _kept_exactly(moment: dt.datetime) -> bool:
@@ -285,18 +323,23 @@ def _yaml_float(value: object) -> object:
     return value
 
 
+def _size(key: str) -> Any:
+    """A positive size of at most its `SIZE_LIMITS` (``jobs.out_of_range`` above)."""
+    return Field(gt=0, le=SIZE_LIMITS[key][0], allow_inf_nan=False)
+
+
 class _JobModel(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+$")]
-    params_b: Annotated[float, _Positive]
-    layers: Annotated[int, Field(gt=0)]
-    hidden: Annotated[int, Field(gt=0)]
-    seq_len: Annotated[int, Field(gt=0)]
-    global_batch: Annotated[int, Field(gt=0)]
-    micro_batch: Annotated[int, Field(gt=0)]
-    priority: int = 0
-    min_memory_gb: Annotated[float, _Positive] | None = None
+    params_b: Annotated[float, _size("params_b"), Field(ge=MIN_PARAMS_B)]
+    layers: Annotated[int, _size("layers")]
+    hidden: Annotated[int, _size("hidden")]
+    seq_len: Annotated[int, _size("seq_len")]
+    global_batch: Annotated[int, _size("global_batch")]
+    micro_batch: Annotated[int, _size("micro_batch")]
+    priority: Annotated[int, Field(ge=-MAX_PRIORITY, le=MAX_PRIORITY)] = 0
+    min_memory_gb: Annotated[float, _size("min_memory_gb")] | None = None
     iterations: Annotated[int, Field(gt=0, le=MAX_ITERATIONS)] | None = None
     tokens: Annotated[float, _Positive, BeforeValidator(_yaml_float)] | None = None
     submitted_at: _Time | None = None
@@ -322,6 +365,16 @@ def _label(index: int, raw: object) -> str:
     return f"job {index + 1}" + (f" ({name!r})" if isinstance(name, str) else "")
 
 
+def _number(value: object) -> float:
+    """`value` as a float when it is a number (an int too large for one is +-inf), else nan."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return math.nan
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
 def _describe(index: int, raw: object, error: ErrorDetails) -> tuple[str, str]:
     """(rule, message) for one pydantic error of the job at `index` (0-based)."""
     field = ".".join(str(part) for part in error["loc"] if not isinstance(part, int))
@@ -329,6 +382,18 @@ def _describe(index: int, raw: object, error: ErrorDetails) -> tuple[str, str]:
     kind = error["type"]
     rule = _RULES.get(kind, "jobs.wrong_type")
     where = f"{_label(index, raw)}, field {field!r}"
+    got = error.get("input")
+    if kind in ("less_than_equal", "greater_than_equal") and field != "iterations":
+        # Beyond a size's or the priority's bounds (a size of 0 or less is jobs.not_positive).
+        if kind == "greater_than_equal" and field in SIZE_LIMITS and _number(got) <= 0:
+            return "jobs.not_positive", f"{where}: Input should be greater than 0 (got {got!r})"
+        most = kind == "less_than_equal"
+        bound = float(error.get("ctx", {})["le" if most else "ge"])
+        shown = f"{int(bound):,}" if bound.is_integer() else f"{bound:g}"
+        why = SIZE_LIMITS[field][1] if most and field in SIZE_LIMITS else ""
+        why = "one parameter" if field == "params_b" and not most else why
+        text = f"{where}: at {'most' if most else 'least'} {shown}"
+        return "jobs.out_of_range", text + (f" ({why})" if why else "") + f" (got {got!r})"
     if kind == "extra_forbidden":
         return rule, f"{where}: unknown key (known: {', '.join(_JobModel.model_fields)})"
     if kind == "missing":

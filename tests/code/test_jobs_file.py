@@ -4,20 +4,38 @@ checked, and what it cannot keep is refused with an error naming the file, the j
 from __future__ import annotations
 
 import datetime as dt
+import math
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from hulk.cli import app
 from hulk.errors import InputError
-from hulk.jobs import format_time, job_to_dict, load_jobs, parse_jobs, utc_time
+from hulk.jobs import Job, format_time, job_to_dict, load_jobs, parse_jobs, utc_time
+from tests.code.test_cli_assign import FAST
 
 runner = CliRunner()
 
-# A GPT-2-sized job, in flow style: `{G, key: value}` is a whole job.
-G = "name: G, params_b: 1.5, layers: 48, hidden: 1600, seq_len: 1024, global_batch: 512, "
-G += "micro_batch: 8"
+# A GPT-2-sized job, as the text of a flow-style mapping: `- {G, key: value}` is a whole job.
+G_KEYS = {
+    "name": "G",
+    "params_b": "1.5",
+    "layers": "48",
+    "hidden": "1600",
+    "seq_len": "1024",
+    "global_batch": "512",
+    "micro_batch": "8",
+}
+
+
+def flow(**values: str) -> str:
+    """G's keys and values, with `values` in place of G's own or after them."""
+    return ", ".join(f"{key}: {value}" for key, value in {**G_KEYS, **values}.items())
+
+
+G = flow()
 
 
 def write(tmp_path: Path, *jobs: str, name: str = "jobs.yaml") -> Path:
@@ -103,6 +121,106 @@ def test_a_submitted_job_of_year_10_stays_readable(tiny: Path, tmp_path: Path) -
     listed = runner.invoke(app, ["jobs", "list", "--data", str(tiny), "--json"])
     assert listed.exit_code == 0, listed.output
     assert '"submitted_at": "0010-01-01T00:00:00Z"' in listed.output
+
+
+# --- sizes ------------------------------------------------------------------------------------
+
+# The largest job of each kind the file accepts (docs/contracts.md#jobs-file), and the smallest.
+LARGEST = {
+    "name": "Largest",
+    "params_b": 100_000.0,
+    "layers": 10_000,
+    "hidden": 1_000_000,
+    "seq_len": 100_000_000,
+    "global_batch": 10_000_000,
+    "micro_batch": 10_000_000,
+    "priority": 1_000_000,
+    "min_memory_gb": 10_000_000.0,
+    "iterations": 10**12,
+}
+SMALLEST = {**LARGEST, "name": "Smallest", "params_b": 1e-9, "micro_batch": 1, "hidden": 1}
+SMALLEST |= {"seq_len": 1, "priority": -1_000_000}
+
+
+@pytest.mark.parametrize(
+    ("field", "text"),
+    [
+        ("params_b", "1.0e+300"),
+        ("params_b", "1.0e+299"),
+        ("params_b", "100000.5"),
+        ("params_b", "1.0e-12"),  # no parameter at all once rounded to a count
+        ("layers", "1000000000000000000000"),
+        ("layers", "10000000"),
+        ("layers", "10001"),
+        ("hidden", "1000001"),
+        ("seq_len", "100000001"),
+        ("min_memory_gb", "1.0e+8"),
+        ("priority", "1000001"),
+        ("priority", "-1000001"),
+    ],
+)
+def test_sizes_beyond_any_training_job_are_refused(tmp_path: Path, field: str, text: str) -> None:
+    path = write(tmp_path, flow(**{field: text}))
+    refused(path, "jobs.out_of_range", "job 1 ('G')", field)
+
+
+def test_batches_beyond_any_training_job_are_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, flow(global_batch="10000001", micro_batch="10000001"))
+    message = refused(path, "jobs.out_of_range", "job 1 ('G')", "global_batch")
+    assert "field 'micro_batch'" in message
+
+
+def test_the_largest_and_smallest_accepted_jobs_have_finite_costs(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.yaml"
+    path.write_text(yaml.safe_dump({"jobs": [LARGEST, SMALLEST]}))
+    largest, smallest = load_jobs(path)
+    for job in (largest, smallest):
+        sizes = (job.flops_per_iteration, job.activation_bytes, job.state_bytes)
+        assert all(math.isfinite(size) and size > 0 for size in sizes), job
+        assert job.min_memory_bytes > 0 and job.params >= 1
+    # The constructor holds every Job to the same bounds.
+    for field in ("params_b", "layers", "hidden", "seq_len", "global_batch", "min_memory_gb"):
+        with pytest.raises(ValueError, match=field):
+            Job(**{**largest.__dict__, field: LARGEST[field] * 2})
+    with pytest.raises(ValueError, match="priority"):
+        Job(**{**largest.__dict__, "priority": -1_000_001})
+    with pytest.raises(ValueError, match="params_b"):
+        Job(**{**largest.__dict__, "params_b": 1e-12})
+
+
+def test_extreme_jobs_are_one_line_errors_and_the_largest_accepted_ones_are_scheduled(
+    tiny: Path, tmp_path: Path
+) -> None:
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(FAST))
+    assign = ["--params", str(params), "assign", "--data", str(tiny), "--strategy", "teacher"]
+    for extra in (
+        {"params_b": "1.0e+300"},
+        {"layers": "10000000"},
+        {"deadline": '"9999-12-31T23:00:00-05:00"'},
+    ):
+        path = write(tmp_path, flow(**extra))
+        for command in (
+            ["jobs", "submit", str(path), "--data", str(tiny)],
+            [*assign, "--jobs", str(path)],
+        ):
+            result = runner.invoke(app, command)
+            assert result.exit_code == 2, result.output
+            assert result.exception is None or isinstance(result.exception, SystemExit)
+            assert f"{path}: [jobs." in result.output and "job 1 ('G')" in result.output
+    # The largest accepted sizes and the calendar's first and last seconds plan in seconds
+    # (too large for the fleet's memory, or too slow to finish in a calendar, they are reported
+    # so) and leave a store every command reads.
+    deep = {**LARGEST, "name": "Deep", "params_b": 175.0, "min_memory_gb": 1e-300}
+    edges = {"submitted_at": "0001-01-01T00:00:00Z", "deadline": "9999-12-31T23:59:59Z"}
+    path = tmp_path / "largest.yaml"
+    path.write_text(yaml.safe_dump({"jobs": [LARGEST, {**SMALLEST, **edges}, deep]}))
+    for _ in range(2):
+        result = runner.invoke(app, [*assign, "--jobs", str(path)])
+        assert result.exit_code == 0, result.output
+    listed = runner.invoke(app, ["jobs", "list", "--data", str(tiny)])
+    assert listed.exit_code == 0, listed.output
+    assert "Largest" in listed.output and "Smallest" in listed.output
 
 
 def _g() -> dict:
