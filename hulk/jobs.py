@@ -23,19 +23,20 @@ The jobs file is YAML with one top-level key, ``jobs``, a list of mappings with 
 life for the scheduler (`hulk.scheduler`): ``iterations`` (training iterations to run) or
 ``tokens`` (converted to ``ceil(tokens / (global_batch × seq_len))`` iterations; not both),
 ``submitted_at`` and ``deadline`` (ISO 8601 times; a time without a zone is UTC). A job without a
-length runs until it is marked finished (`hulk jobs finish`). `load_jobs`
-rejects, as an `InputError` naming the file, the job (position and name) and the field:
-unknown keys, missing keys, wrong types (``layers: 48.0`` or ``layers: "48"`` is not an integer;
-an integer is accepted where a number is expected), non-positive or non-finite sizes, sizes
-and priorities outside `SIZE_LIMITS`, `MIN_PARAMS_B` and `MAX_PRIORITY` (``jobs.out_of_range``), a
-``micro_batch`` larger than ``global_batch``, both ``iterations`` and ``tokens``, a time that is
-not ISO 8601 (YAML's own timestamps are read as text and parsed here, so ``2026-13-45`` is a
-``jobs.bad_time`` like any other; a date alone is midnight UTC) or not of years 1 to 9999 in UTC,
-a ``deadline`` not after ``submitted_at`` (times are kept to the whole second, as the job store
-writes them: the check is on those), more than `MAX_ITERATIONS` iterations (``jobs.too_long``:
-the store keeps iterations as 64-bit integers), a name outside ``[A-Za-z0-9._-]+`` and
-duplicate names; YAML aliases and files over 1 MB are refused (rules ``jobs.yaml_alias``,
-``jobs.too_large``). Every problem of the file is listed in the one error.
+length runs until it is marked finished (`hulk jobs finish`). `load_jobs` rejects, as an
+`InputError` naming the file, the job (position and name) and the field: unknown keys, missing
+keys, keys given twice (``jobs.duplicate_key``), wrong types (``layers: 48.0`` or
+``layers: "48"`` is not an integer; an integer is accepted where a number is expected),
+non-positive or non-finite sizes, sizes and priorities outside `SIZE_LIMITS`, `MIN_PARAMS_B` and
+`MAX_PRIORITY` (``jobs.out_of_range``), a ``micro_batch`` larger than ``global_batch``, both
+``iterations`` and ``tokens``, a time that is not ISO 8601 (YAML's own timestamps are read as
+text and parsed here, so ``2026-13-45`` is a ``jobs.bad_time`` like any other; a date alone is
+midnight UTC) or not of years 1 to 9999 in UTC, a ``deadline`` not after ``submitted_at``
+(times are kept to the whole second, as the job store writes them: the check is on those),
+more than `MAX_ITERATIONS` iterations (``jobs.too_long``: the store keeps iterations as 64-bit
+integers), a name outside ``[A-Za-z0-9._-]+`` and duplicate names; YAML aliases and files over
+1 MB are refused (rules ``jobs.yaml_alias``, ``jobs.too_large``). Every problem of the file is
+listed in the one error.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ import datetime as dt
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
@@ -426,6 +427,48 @@ class _NoAliasLoader(yaml.SafeLoader):
             raise _AliasRefused(None, None, "aliases (*name) are not allowed", mark)
         return super().compose_node(parent, index)
 
+    def construct_yaml_map(self, node: yaml.MappingNode) -> Iterator[_Mapping]:
+        """A mapping as a `_Mapping` that remembers the keys it repeats: PyYAML keeps the last
+        value of a repeated key without a word, and `parse_jobs` refuses them."""
+        data = _Mapping()
+        yield data
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # ``<<``: YAML's own merge
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                if key in seen:
+                    data.repeated.append((key, key_node.start_mark.line + 1))
+                seen.add(key)
+            except TypeError:  # an unhashable key: construct_mapping refuses it
+                continue
+        data.update(self.construct_mapping(node))
+
+
+class _Mapping(dict[Any, Any]):
+    """A mapping read from YAML, and the keys it gives more than once: (key, line of the repeat)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.repeated: list[tuple[object, int]] = []
+
+
+_NoAliasLoader.add_constructor("tag:yaml.org,2002:map", _NoAliasLoader.construct_yaml_map)
+
+
+def _repeated(mapping: object, where: str, what: str = "field") -> list[tuple[str, str]]:
+    """``jobs.duplicate_key`` problems for the keys a YAML mapping gives more than once."""
+    repeats = mapping.repeated if isinstance(mapping, _Mapping) else []
+    return [
+        (
+            "jobs.duplicate_key",
+            f"{where}, {what} {str(key)!r}: given more than once (again on line {line}); "
+            "which value is meant?",
+        )
+        for key, line in repeats
+    ]
+
 
 def _read_yaml(path: Path) -> object:
     if not path.is_file():
@@ -453,19 +496,26 @@ def _read_yaml(path: Path) -> object:
         raise InputError(path, "jobs.yaml_value", f"a value YAML cannot read: {exc}") from None
 
 
-def parse_jobs(raw: object, source: str | Path | None = None) -> list[Job]:
-    """Validate the parsed YAML of a jobs file (see the module docstring)."""
+def _entries(raw: object, source: str | Path | None) -> list[object]:
+    """The list under the file's one top-level key, ``jobs``."""
     if not isinstance(raw, dict) or "jobs" not in raw:
         raise InputError(source, "jobs.structure", "expected a mapping with a 'jobs' list")
     extra = sorted(str(key) for key in raw if key != "jobs")
     if extra:
         raise InputError(source, "jobs.unknown_key", f"unknown top-level key(s): {extra}")
+    for rule, message in _repeated(raw, "top level", "key"):
+        raise InputError(source, rule, message)
     entries = raw["jobs"]
     if not isinstance(entries, list):
         raise InputError(source, "jobs.structure", f"'jobs' must be a list (got {entries!r})")
     if not entries:
         raise InputError(source, "jobs.empty", "the jobs file lists no jobs")
+    return entries
 
+
+def parse_jobs(raw: object, source: str | Path | None = None) -> list[Job]:
+    """Validate the parsed YAML of a jobs file (see the module docstring)."""
+    entries = _entries(raw, source)
     problems: list[tuple[str, str]] = []
     jobs: list[Job] = []
     first_index: dict[str, int] = {}
@@ -475,12 +525,16 @@ def parse_jobs(raw: object, source: str | Path | None = None) -> list[Job]:
                 ("jobs.structure", f"job {index + 1}: expected a mapping (got {entry!r})")
             )
             continue
+        label = _label(index, entry)
+        repeated = _repeated(entry, label)
+        if repeated:
+            problems += repeated
+            continue
         try:
-            model = _JobModel.model_validate(entry)
+            model = _JobModel.model_validate(dict(entry))
         except ValidationError as exc:
             problems += [_describe(index, entry, error) for error in exc.errors()]
             continue
-        label = _label(index, entry)
         if model.micro_batch > model.global_batch:
             problems.append(
                 (

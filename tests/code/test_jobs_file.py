@@ -4,6 +4,7 @@ checked, and what it cannot keep is refused with an error naming the file, the j
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 from pathlib import Path
 
@@ -221,6 +222,41 @@ def test_extreme_jobs_are_one_line_errors_and_the_largest_accepted_ones_are_sche
     listed = runner.invoke(app, ["jobs", "list", "--data", str(tiny)])
     assert listed.exit_code == 0, listed.output
     assert "Largest" in listed.output and "Smallest" in listed.output
+
+
+# --- repeated keys ----------------------------------------------------------------------------
+
+
+def test_a_key_given_twice_in_a_job_is_refused(tmp_path: Path) -> None:
+    path = write(
+        tmp_path, "name: A, " + G.removeprefix("name: G, "), f"{G}, iterations: 1000, iterations: 5"
+    )
+    message = refused(path, "jobs.duplicate_key", "job 2 ('G')", "iterations")
+    assert "line 3" in message and "job 1" not in message
+    result = runner.invoke(app, ["jobs", "submit", str(path), "--data", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert f"{path}: [jobs.duplicate_key] job 2 ('G'), field 'iterations'" in result.output
+    block = tmp_path / "block.yaml"
+    lines = ["jobs:", "- name: B", *(f"  {k}: {v}" for k, v in G_KEYS.items() if k != "name")]
+    block.write_text("\n".join([*lines, "  layers: 24", ""]), encoding="utf-8")
+    refused(block, "jobs.duplicate_key", "job 1 ('B')", "layers")
+
+
+def test_a_repeated_top_level_key_and_repeats_in_json_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.yaml"
+    path.write_text(f"jobs:\n- {{{G}}}\njobs:\n- {{{flow(name='H')}}}\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"jobs\.duplicate_key.*top level, key 'jobs'.*line 3"):
+        load_jobs(path)
+    record = json.dumps({**_g(), "name": "J"})
+    text = '{"jobs": [' + record[:-1] + ', "micro_batch": 16}]}'  # micro_batch twice
+    path = tmp_path / "jobs.json"
+    path.write_text(text, encoding="utf-8")
+    refused(path, "jobs.duplicate_key", "job 1 ('J')", "micro_batch")
+
+
+def test_yaml_merge_keys_are_no_repeats(tmp_path: Path) -> None:
+    (job,) = load_jobs(write(tmp_path, f"<<: {{layers: 24, hidden: 64}}, {G}"))
+    assert (job.layers, job.hidden) == (48, 1600)
 
 
 def _g() -> dict:
