@@ -26,7 +26,8 @@ life for the scheduler (`hulk.scheduler`): ``iterations`` (training iterations t
 length runs until it is marked finished (`hulk jobs finish`). `load_jobs` rejects, as an
 `InputError` naming the file, the job (position and name) and the field: unknown keys, missing
 keys, keys given twice (``jobs.duplicate_key``), wrong types (``layers: 48.0`` or
-``layers: "48"`` is not an integer; an integer is accepted where a number is expected),
+``layers: "48"`` is not an integer; an integer is accepted where a number is expected, and a
+number written with an exponent, ``1e6``, is a number in every field, an integer where whole),
 non-positive or non-finite sizes, sizes and priorities outside `SIZE_LIMITS`, `MIN_PARAMS_B` and
 `MAX_PRIORITY` (``jobs.out_of_range``), a ``micro_batch`` larger than ``global_batch``, both
 ``iterations`` and ``tokens``, a time that is not ISO 8601 (YAML's own timestamps are read as
@@ -47,6 +48,7 @@ import math
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
@@ -314,14 +316,53 @@ def _job_time(value: object) -> dt.datetime:
 _Time = Annotated[dt.datetime, BeforeValidator(_job_time)]
 
 
+class _Exponent(float):
+    """A number the jobs file writes with an exponent (``1.75e2``, ``1e6``, ``2.4E+1``) and its
+    exact value: YAML 1.1 reads the ones without a dot or a sign as text, `_NoAliasLoader` reads
+    them all as numbers; an integer field takes one whose exact value is whole (`_integer`)."""
+
+    exact: Decimal
+    text: str
+
+    def __new__(cls, text: str) -> _Exponent:
+        exact = Decimal(text.replace("_", ""))
+        number = super().__new__(cls, float(exact))
+        number.exact, number.text = exact, text
+        return number
+
+
+def _integer(value: object) -> object:
+    """An integer written with an exponent (``iterations: 1e6``) as that integer; else unchanged
+    (``4.85e1`` stays a float, for the validator to reject as it does ``48.5``)."""
+    if isinstance(value, _Exponent) and math.isfinite(value):
+        exact = value.exact
+        if exact == exact.to_integral_value():
+            return int(exact)
+    return value
+
+
+def _name(value: object) -> object:
+    """A name YAML 1.2 reads as a number (``3e8``) as the text it is, as YAML 1.1 read it."""
+    return value.text if isinstance(value, _Exponent) else value
+
+
+def _real(value: object) -> object:
+    """A number written with an exponent as a plain float."""
+    return float(value) if isinstance(value, _Exponent) else value
+
+
 def _yaml_float(value: object) -> object:
-    """YAML 1.1 reads ``1e9`` (no dot, no sign) as a string: take it as the number meant."""
+    """``tokens`` as a float, also when written as text (``"1e9"``), as it always was read."""
     if isinstance(value, str):
         try:
             return float(value)
         except ValueError:
             return value
-    return value
+    return _real(value)
+
+
+_Int = BeforeValidator(_integer)
+_Real = BeforeValidator(_real)
 
 
 def _size(key: str) -> Any:
@@ -332,16 +373,16 @@ def _size(key: str) -> Any:
 class _JobModel(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+$")]
-    params_b: Annotated[float, _size("params_b"), Field(ge=MIN_PARAMS_B)]
-    layers: Annotated[int, _size("layers")]
-    hidden: Annotated[int, _size("hidden")]
-    seq_len: Annotated[int, _size("seq_len")]
-    global_batch: Annotated[int, _size("global_batch")]
-    micro_batch: Annotated[int, _size("micro_batch")]
-    priority: Annotated[int, Field(ge=-MAX_PRIORITY, le=MAX_PRIORITY)] = 0
-    min_memory_gb: Annotated[float, _size("min_memory_gb")] | None = None
-    iterations: Annotated[int, Field(gt=0, le=MAX_ITERATIONS)] | None = None
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+$"), BeforeValidator(_name)]
+    params_b: Annotated[float, _size("params_b"), Field(ge=MIN_PARAMS_B), _Real]
+    layers: Annotated[int, _size("layers"), _Int]
+    hidden: Annotated[int, _size("hidden"), _Int]
+    seq_len: Annotated[int, _size("seq_len"), _Int]
+    global_batch: Annotated[int, _size("global_batch"), _Int]
+    micro_batch: Annotated[int, _size("micro_batch"), _Int]
+    priority: Annotated[int, Field(ge=-MAX_PRIORITY, le=MAX_PRIORITY), _Int] = 0
+    min_memory_gb: Annotated[float, _size("min_memory_gb"), _Real] | None = None
+    iterations: Annotated[int, Field(gt=0, le=MAX_ITERATIONS), _Int] | None = None
     tokens: Annotated[float, _Positive, BeforeValidator(_yaml_float)] | None = None
     submitted_at: _Time | None = None
     deadline: _Time | None = None
@@ -362,7 +403,7 @@ _RULES = {
 
 
 def _label(index: int, raw: object) -> str:
-    name = raw.get("name") if isinstance(raw, dict) else None
+    name = _name(raw.get("name")) if isinstance(raw, dict) else None
     return f"job {index + 1}" + (f" ({name!r})" if isinstance(name, str) else "")
 
 
@@ -411,13 +452,21 @@ class _AliasRefused(yaml.MarkedYAMLError):
     pass
 
 
+# A number with an exponent, as YAML 1.2 reads it (YAML 1.1 wants a dot and a signed exponent,
+# and reads ``1e6`` or ``1.75e2`` as text): `_Exponent`, for the validator to take as a number.
+_EXPONENT_TAG = "tag:hulk,2026:exponent"
+_EXPONENT = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$")
+
+
 class _NoAliasLoader(yaml.SafeLoader):
-    """Safe YAML without aliases (``*name`` can expand a few lines into gigabytes) and without
-    implicit timestamps: PyYAML builds those itself and fails on ``2026-13-45`` with a bare
-    ValueError, so times stay text for `utc_time` and the validator to judge."""
+    """Safe YAML without aliases (``*name`` can expand a few lines into gigabytes), without
+    implicit timestamps (PyYAML builds those itself and fails on ``2026-13-45`` with a bare
+    ValueError, so times stay text for `utc_time` and the validator to judge), and with every
+    number in scientific notation a number (`_Exponent`)."""
 
     yaml_implicit_resolvers: ClassVar[dict[str, list[tuple[str, Any]]]] = {
-        first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+        first: [(_EXPONENT_TAG, _EXPONENT)] * (first in "+-.0123456789")
+        + [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
         for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
     }
 
@@ -455,6 +504,9 @@ class _Mapping(dict[Any, Any]):
 
 
 _NoAliasLoader.add_constructor("tag:yaml.org,2002:map", _NoAliasLoader.construct_yaml_map)
+_NoAliasLoader.add_constructor(
+    _EXPONENT_TAG, lambda loader, node: _Exponent(loader.construct_scalar(node))
+)
 
 
 def _repeated(mapping: object, where: str, what: str = "field") -> list[tuple[str, str]]:

@@ -259,6 +259,49 @@ def test_yaml_merge_keys_are_no_repeats(tmp_path: Path) -> None:
     assert (job.layers, job.hidden) == (48, 1600)
 
 
+# --- scientific notation ----------------------------------------------------------------------
+
+
+def test_numbers_in_scientific_notation_are_numbers_in_every_field(tmp_path: Path) -> None:
+    # YAML 1.1 reads an exponent without a dot or a sign (1e6, 1.75e2) as text.
+    path = write(
+        tmp_path,
+        "name: A, params_b: 1.75e2, layers: 9.6e1, hidden: 1.2288E+4, seq_len: 2.048e3, "
+        "global_batch: 1.024e3, micro_batch: 1e0, priority: -1e0, min_memory_gb: 2.4e1, "
+        "iterations: 1e6",
+        f"{flow(name='B', params_b='.5e1')}, min_memory_gb: 1.0e+2, tokens: 1e9",
+        f"{flow(name='3e8')}, tokens: '1e9'",  # a name that looks like a number is a name
+    )
+    a, b, c = load_jobs(path)
+    assert (a.params_b, a.min_memory_gb) == (175.0, 24.0)
+    sizes = (a.layers, a.hidden, a.seq_len, a.global_batch, a.micro_batch, a.priority)
+    assert sizes == (96, 12288, 2048, 1024, 1, -1) and a.iterations == 1_000_000
+    assert all(type(n) is int for n in (*sizes, a.iterations))
+    assert all(type(x) is float for x in (a.params_b, a.min_memory_gb, b.params_b))
+    assert (b.params_b, b.min_memory_gb, b.iterations) == (5.0, 100.0, -(-(10**9) // (512 * 1024)))
+    assert c.name == "3e8" and c.iterations == b.iterations
+    assert parse_jobs({"jobs": [job_to_dict(a)]}) == [a]
+
+
+@pytest.mark.parametrize(
+    ("field", "text", "rule"),
+    [
+        ("layers", "4.85e1", "jobs.wrong_type"),  # not a whole number, like 48.5
+        ("layers", "48.0", "jobs.wrong_type"),  # integers are still written as integers
+        ("layers", '"1e3"', "jobs.wrong_type"),  # and text is not a number, like "48"
+        ("layers", "1e5", "jobs.out_of_range"),
+        ("iterations", "1e13", "jobs.too_long"),
+        ("params_b", "1e-12", "jobs.out_of_range"),
+        ("params_b", "-1.5e0", "jobs.not_positive"),
+        ("params_b", "1e400", "jobs.not_positive"),  # infinite
+    ],
+)
+def test_numbers_in_scientific_notation_are_judged_like_any_other(
+    tmp_path: Path, field: str, text: str, rule: str
+) -> None:
+    refused(write(tmp_path, flow(**{field: text})), rule, "job 1 ('G')", field)
+
+
 def _g() -> dict:
     return {
         "name": "G",
