@@ -899,8 +899,12 @@ def jobs_list(
         states = store.jobs(None if all_jobs else [SUBMITTED, QUEUED, RUNNING])
     records = [_job_record(state.to_dict(now)) for state in states]
     if as_json:
+        # One compact object a line, written as is: rich would indent it over many lines, or
+        # wrap a long one. Escaped to ASCII, it stays exact on a terminal of any encoding.
+        import json
+
         for record in records:
-            out.print_json(data=record)
+            sys.stdout.write(json.dumps(record) + "\n")
         return
     headers = ["job", "state", "machines", "done", "started", "finish"]
     deadlines = any(r["deadline"] for r in records)

@@ -302,6 +302,33 @@ def test_numbers_in_scientific_notation_are_judged_like_any_other(
     refused(write(tmp_path, flow(**{field: text})), rule, "job 1 ('G')", field)
 
 
+# --- hulk jobs list --json ----------------------------------------------------------------------
+
+
+def test_jobs_list_json_prints_one_json_object_a_line(tiny: Path, tmp_path: Path) -> None:
+    import dataclasses
+
+    from hulk.job_store import JobStore
+    from hulk.stages.scheduling import jobs_db
+
+    names = [f"job-{k}-{'x' * 60}" for k in range(3)]  # records longer than any terminal
+    path = write(tmp_path, *(flow(name=name) for name in names))
+    assert runner.invoke(app, ["jobs", "submit", str(path), "--data", str(tiny)]).exit_code == 0
+    reason = "stopped for shorter work (1.0 h → 0.5 h) …"
+    with JobStore(jobs_db(tiny)) as store:
+        state = store.get(names[0])
+        assert state is not None
+        store.put(dataclasses.replace(state, reason=reason), None)
+    listed = runner.invoke(
+        app, ["jobs", "list", "--data", str(tiny), "--json"], env={"COLUMNS": "40"}
+    )
+    assert listed.exit_code == 0, listed.output
+    lines = listed.output.splitlines()
+    records = [json.loads(line) for line in lines]
+    assert [r["job"] for r in records] == names
+    assert records[0]["reason"] == reason and listed.output.isascii()
+
+
 def _g() -> dict:
     return {
         "name": "G",
