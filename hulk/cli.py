@@ -970,10 +970,12 @@ def jobs_submit(
 @jobs_app.command("cancel")
 @reports_errors
 def jobs_cancel(ctx: typer.Context, name: str, data: DataOption = None) -> None:
-    """Cancel a waiting or running job; its machines return to the pool."""
+    """Cancel a waiting or running job; its machines return to the pool. A job whose row in
+    the store is damaged is removed from it (its history stays)."""
     with _store(ctx, data) as store:
-        store.cancel(name, _now())
-    out.print(f"[green]✓[/green] cancelled {escape(name)}")
+        state = store.cancel(name, _now())
+    removed = "" if state is not None else ": its damaged row is removed from the store"
+    out.print(f"[green]✓[/green] cancelled {escape(name)}{removed}")
 
 
 @jobs_app.command("finish")

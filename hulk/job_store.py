@@ -23,6 +23,12 @@ again is back in line (its first submission time and any progress kept), so one 
 jobs file loses nothing for good. Running and finished jobs are never changed by the file, and a
 name the file shares with a different job submitted by `hulk jobs submit` is an error
 (``jobs.name_taken``): one name, one job.
+
+Every row is read back as `put` wrote it, its spec validated as a jobs file's entry: a row that
+cannot be read is a `DamagedRow` (``jobs_db.readable``) naming the job and the column, never
+skipped (a job in an unknown state may hold machines). Reads take only the rows they need, so a
+damaged finished row stops only what reads it; `JobStore.cancel` removes a damaged row, its
+history kept.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -186,12 +193,114 @@ def _fmt(moment: dt.datetime | None) -> str | None:
     return format_time(moment) if moment is not None else None
 
 
-def _time(text: str | None) -> dt.datetime | None:
+class DamagedRow(InputError):
+    """A row of the store that cannot be read (rule ``jobs_db.readable``): its job, column and
+    what is wrong, and the way out (`JobStore.cancel` removes the row)."""
+
+    def __init__(self, path: str | Path, job: object, column: str, problem: str) -> None:
+        self.job = job
+        self.column = column
+        self.problem = problem
+        if isinstance(job, str) and job:
+            way_out = (
+                f"Hulk reads no job while it is there: `hulk jobs cancel {job}` removes the row "
+                "(its machines return to the pool, its history stays; a jobs file that still "
+                "lists the job submits it anew), or restore jobs.db from a backup"
+            )
+        else:
+            way_out = "restore jobs.db from a backup"
+        detail = f"job {job!r}, column {column!r}: {problem}; {way_out}"
+        InputError.__init__(self, path, "jobs_db.readable", detail)
+
+    def __reduce__(self) -> tuple:
+        return (type(self), (self.path, self.job, self.column, self.problem))
+
+
+class _Damaged(Exception):
+    """A column of a row that cannot be read (`JobStore._row` names its job)."""
+
+    def __init__(self, column: str, problem: str) -> None:
+        super().__init__(column, problem)
+        self.column = column
+        self.problem = problem
+
+
+def _unknown_state(state: object) -> str:
+    return f"{state!r} is not a state of a job ({', '.join(STATES)}); it may hold machines"
+
+
+def _time(row: dict[str, Any], column: str) -> dt.datetime | None:
+    """A time column: None or ISO 8601 text."""
+    return None if row[column] is None else _required_time(row, column)
+
+
+def _required_time(row: dict[str, Any], column: str) -> dt.datetime:
+    """A time column that is never NULL: ISO 8601 text."""
+    text = row[column]
+    try:
+        value = utc_time(text) if isinstance(text, str) else text
+    except (ValueError, OverflowError):
+        value = text
+    if not isinstance(value, dt.datetime):
+        raise _Damaged(column, f"not an ISO 8601 time: {text!r}")
+    return value
+
+
+def _number(row: dict[str, Any], column: str) -> float:
+    """A number column: finite and ≥ 0."""
+    value = row[column]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _Damaged(column, f"not a number: {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise _Damaged(column, f"not a finite number ≥ 0: {value!r}")
+    return float(value)
+
+
+def _json(row: dict[str, Any], column: str, kind: type) -> Any:
+    """A JSON column holding a `kind` (list or dict), or None."""
+    text = row[column]
     if text is None:
         return None
-    value = utc_time(text)
-    assert isinstance(value, dt.datetime)
+    try:
+        value = json.loads(text) if isinstance(text, str) else text
+    except ValueError as exc:
+        raise _Damaged(column, f"not JSON ({exc}): {text!r:.80}") from None
+    if not isinstance(value, kind):
+        raise _Damaged(column, f"not a JSON {kind.__name__}: {text!r:.80}")
     return value
+
+
+def _spec(row: dict[str, Any], path: Path) -> Job:
+    """The job of a row: its spec, a jobs-file entry, validated as the jobs file is."""
+    spec = _json(row, "spec", dict)
+    if spec is None:
+        raise _Damaged("spec", "empty")
+    try:
+        job = parse_jobs({"jobs": [spec]}, source=path)[0]
+    except InputError as exc:
+        raise _Damaged("spec", f"[{exc.rule}] {exc.detail}") from None
+    if job.name != row["name"]:
+        raise _Damaged("spec", f"the spec of job {job.name!r}")
+    return job
+
+
+@lru_cache(maxsize=1)
+def _columns() -> dict[str, set[str]]:
+    """The columns of each table of a store of this format."""
+    db = sqlite3.connect(":memory:")
+    try:
+        for statement in _SCHEMA:
+            db.execute(statement)
+        for column, kind in _ADDED_COLUMNS:
+            db.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
+        tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        return {
+            table: {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+            for table in tables
+            if not table.startswith("sqlite_")
+        }
+    finally:
+        db.close()
 
 
 class JobStore:
@@ -207,6 +316,8 @@ class JobStore:
             version = self._version()
             if version != _FORMAT:
                 self._upgrade(version)
+            else:
+                self._check_tables()
         except sqlite3.DatabaseError as exc:
             self.close()
             raise InputError(self.path, "jobs_db.readable", f"not a job store: {exc}") from None
@@ -241,10 +352,28 @@ class JobStore:
                 for column, kind in _ADDED_COLUMNS:
                     if column not in have:
                         self.db.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
+                self._check_tables()  # a file whose tables are not a store's stays as it was
                 self.db.execute(f"PRAGMA user_version = {_FORMAT}")
         except sqlite3.DatabaseError as exc:
             what = "create it" if version == 0 else f"bring it from format {version} to {_FORMAT}"
             raise InputError(self.path, "jobs_db.upgrade", f"cannot {what}: {exc}") from None
+
+    def _check_tables(self) -> None:
+        """`InputError` (``jobs_db.readable``) naming a table that lacks a column of the store."""
+        for table, want in _columns().items():
+            have = {row[1] for row in self.db.execute(f"PRAGMA table_info({table})")}
+            missing = sorted(want - have)
+            if missing:
+                what = f"no table {table!r}" if not have else f"table {table!r} lacks {missing}"
+                raise InputError(self.path, "jobs_db.readable", f"not a job store: {what}")
+
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        """SQLite's own errors while reading (a damaged file) as ``jobs_db.readable``."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            raise InputError(self.path, "jobs_db.readable", f"cannot read it: {exc}") from None
 
     def __enter__(self) -> JobStore:
         return self
@@ -278,52 +407,103 @@ class JobStore:
     # -- reading --
 
     def jobs(self, states: Sequence[str] | None = None) -> list[JobState]:
-        """Jobs in submission order (then name), optionally only those in `states`."""
-        rows = self.db.execute("SELECT * FROM jobs ORDER BY submitted_at, name").fetchall()
-        columns = [c[0] for c in self.db.execute("SELECT * FROM jobs LIMIT 0").description]
-        found = [self._row(dict(zip(columns, row, strict=True))) for row in rows]
-        return [j for j in found if states is None or j.state in states]
+        """Jobs in submission order (then name), optionally only those in `states`.
+        `DamagedRow` for a row of those that cannot be read, and for a row of any state Hulk
+        does not know (it may hold machines: nothing is scheduled without it)."""
+        query, args = "SELECT * FROM jobs", tuple[str, ...]()
+        if states is not None:
+            query += f" WHERE state IN ({', '.join('?' for _ in states)})"
+            args = tuple(states)
+        with self._reading():
+            marks = ", ".join("?" for _ in STATES)
+            unknown = self.db.execute(
+                f"SELECT name, state FROM jobs WHERE state IS NULL OR state NOT IN ({marks}) "
+                "ORDER BY name LIMIT 1",
+                STATES,
+            ).fetchone()
+            if unknown is not None:
+                raise DamagedRow(self.path, unknown[0], "state", _unknown_state(unknown[1]))
+            cursor = self.db.execute(query + " ORDER BY submitted_at, name", args)
+            columns = [c[0] for c in cursor.description]
+            rows = cursor.fetchall()
+        return [self._row(dict(zip(columns, row, strict=True))) for row in rows]
 
     def get(self, name: str) -> JobState | None:
-        matches = [j for j in self.jobs() if j.job.name == name]
-        return matches[0] if matches else None
+        """The job `name`, None when the store holds none; `DamagedRow` when its row cannot be
+        read."""
+        with self._reading():
+            cursor = self.db.execute("SELECT * FROM jobs WHERE name = ?", (name,))
+            columns = [c[0] for c in cursor.description]
+            row = cursor.fetchone()
+        return None if row is None else self._row(dict(zip(columns, row, strict=True)))
+
+    def _states(self, names: Sequence[str]) -> dict[str, str]:
+        """The state column of the jobs `names` the store holds, without reading their rows."""
+        found: dict[str, str] = {}
+        with self._reading():
+            for start in range(0, len(names), 500):
+                chunk = list(names[start : start + 500])
+                marks = ", ".join("?" for _ in chunk)
+                query = f"SELECT name, state FROM jobs WHERE name IN ({marks})"
+                found.update(dict(self.db.execute(query, chunk).fetchall()))
+        return found
 
     def events(self, name: str | None = None) -> list[dict[str, Any]]:
-        """The history: every change, oldest first (of one job when `name` is given)."""
+        """The history: every change, oldest first (of one job when `name` is given: one the
+        store holds, or held until its damaged row was removed)."""
         query = "SELECT at, job, event, detail FROM events"
         args: tuple[str, ...] = ()
-        if name is not None and self.get(name) is None:
-            raise InputError(self.path, "jobs.unknown_job", f"no job named {name!r}")
         if name is not None:
             query, args = query + " WHERE job = ?", (name,)
-        rows = self.db.execute(query + " ORDER BY id", args).fetchall()
+        with self._reading():
+            rows = self.db.execute(query + " ORDER BY id", args).fetchall()
+            if name is not None and not rows and not self._states([name]):
+                raise InputError(self.path, "jobs.unknown_job", f"no job named {name!r}")
         return [{"at": a, "job": j, "event": e, "detail": d} for a, j, e, d in rows]
 
     def _row(self, row: dict[str, Any]) -> JobState:
-        spec = json.loads(row["spec"])
-        job = parse_jobs({"jobs": [spec]}, source=self.path)[0]
-        submitted = _time(row["submitted_at"])
-        updated = _time(row["updated_at"])
-        assert submitted is not None and updated is not None
-        return JobState(
-            job=job,
-            source=row["source"],
-            state=row["state"],
-            submitted_at=submitted,
-            updated_at=updated,
-            reason=row["reason"],
-            nodes=tuple(json.loads(row["nodes"])) if row["nodes"] else (),
-            layout=row["layout"],
-            replicas=json.loads(row["replicas"]) if row["replicas"] else None,
-            iteration_s=row["iteration_s"],
-            started_at=_time(row["started_at"]),
-            computing_since=_time(row["computing_since"]),
-            done_iterations=float(row["done_iterations"]),
-            moves=int(row["moves"]),
-            finished_at=_time(row["finished_at"]),
-            scheduled_start=_time(row["scheduled_start"]),
-            scheduled_finish=_time(row["scheduled_finish"]),
-        )
+        """One row as a `JobState`; `DamagedRow` naming its job and the column that cannot be
+        read (the store holds only what `put` wrote: anything else is damage)."""
+        try:
+            if not isinstance(row["name"], str) or not row["name"]:
+                raise _Damaged("name", f"not a job name: {row['name']!r}")
+            if row["state"] not in STATES:
+                raise _Damaged("state", _unknown_state(row["state"]))
+            if row["source"] not in (FROM_FILE, FROM_CLI):
+                raise _Damaged("source", f"{row['source']!r} is not {FROM_FILE} or {FROM_CLI}")
+            for column in ("reason", "layout"):
+                if row[column] is not None and not isinstance(row[column], str):
+                    raise _Damaged(column, f"not text: {row[column]!r}")
+            nodes = _json(row, "nodes", list) or []
+            if not all(isinstance(n, int) and not isinstance(n, bool) for n in nodes):
+                raise _Damaged("nodes", f"not a list of machine ids: {row['nodes']!r:.80}")
+            replicas = _json(row, "replicas", list)
+            if replicas is not None and not all(isinstance(r, dict) for r in replicas):
+                raise _Damaged("replicas", f"not a list of replicas: {row['replicas']!r:.80}")
+            moves = row["moves"]
+            if isinstance(moves, bool) or not isinstance(moves, int) or moves < 0:
+                raise _Damaged("moves", f"not a count: {moves!r}")
+            return JobState(
+                job=_spec(row, self.path),
+                source=row["source"],
+                state=row["state"],
+                submitted_at=_required_time(row, "submitted_at"),
+                updated_at=_required_time(row, "updated_at"),
+                reason=row["reason"],
+                nodes=tuple(nodes),
+                layout=row["layout"],
+                replicas=replicas,
+                iteration_s=None if row["iteration_s"] is None else _number(row, "iteration_s"),
+                started_at=_time(row, "started_at"),
+                computing_since=_time(row, "computing_since"),
+                done_iterations=_number(row, "done_iterations"),
+                moves=moves,
+                finished_at=_time(row, "finished_at"),
+                scheduled_start=_time(row, "scheduled_start"),
+                scheduled_finish=_time(row, "scheduled_finish"),
+            )
+        except _Damaged as exc:
+            raise DamagedRow(self.path, row["name"], exc.column, exc.problem) from None
 
     # -- writing --
 
@@ -371,8 +551,16 @@ class JobStore:
         for start in range(0, len(keys), 500):
             chunk = list(keys[start : start + 500])
             marks = ", ".join("?" for _ in chunk)
-            rows = self.db.execute(f"SELECT key, plan FROM plans WHERE key IN ({marks})", chunk)
-            found.update({key: json.loads(plan) for key, plan in rows})
+            with self._reading():
+                query = f"SELECT key, plan FROM plans WHERE key IN ({marks})"
+                rows = self.db.execute(query, chunk).fetchall()
+            for key, plan in rows:
+                try:
+                    value = json.loads(plan)
+                except (TypeError, ValueError):
+                    continue
+                if isinstance(value, dict):  # else damaged: planned again
+                    found[key] = value
         return found
 
     def remember_plans(
@@ -395,10 +583,10 @@ class JobStore:
     def submit(self, jobs: Sequence[Job], now: dt.datetime, source: str = FROM_CLI) -> list[str]:
         """Submit new jobs (`InputError` naming any name the store already holds); returns
         their names. A job's ``submitted_at`` defaults to `now`."""
-        known = {j.job.name: j for j in self.jobs()}
+        known = self._states([job.name for job in jobs])
         taken = [job.name for job in jobs if job.name in known]
         if taken:
-            states = ", ".join(f"{n} ({known[n].state})" for n in taken)
+            states = ", ".join(f"{n} ({known[n]})" for n in taken)
             raise InputError(
                 self.path,
                 "jobs.name_taken",
@@ -414,8 +602,12 @@ class JobStore:
     ) -> dict[str, list[str]]:
         """Bring the store in line with the jobs file `source` (module docstring); what
         changed. `InputError` (``jobs.name_taken``) when the file names a different job the
-        CLI submitted, still waiting or running."""
-        known = {j.job.name: j for j in self.jobs()}
+        CLI submitted, still waiting or running. Reads the store's waiting and running jobs
+        and those the file names: a finished job's row matters only while the file lists it."""
+        known = {j.job.name: j for j in self.jobs([*WAITING, RUNNING])}
+        for job in jobs:
+            if job.name not in known and (have := self.get(job.name)) is not None:
+                known[job.name] = have
         listed = {job.name for job in jobs}
         clashes = [
             job.name
@@ -487,9 +679,26 @@ class JobStore:
             )
         return have
 
-    def cancel(self, name: str, now: dt.datetime) -> JobState:
-        """Cancel a waiting or running job; its machines return to the pool."""
-        have = self._change(name, (SUBMITTED, QUEUED, RUNNING), "cancel")
+    def cancel(self, name: str, now: dt.datetime) -> JobState | None:
+        """Cancel a waiting or running job; its machines return to the pool. A job whose row
+        cannot be read (`DamagedRow`), whatever its state, is removed from the store instead,
+        its history kept and told why: None."""
+        try:
+            have = self._change(name, (SUBMITTED, QUEUED, RUNNING), "cancel")
+        except DamagedRow as exc:
+            if exc.job != name:
+                raise
+            with self.transaction():
+                self.db.execute("DELETE FROM jobs WHERE name = ?", (name,))
+                detail = (
+                    f"by the user; its row could not be read (column {exc.column!r}: "
+                    f"{exc.problem}) and was removed from the store"
+                )
+                self.db.execute(
+                    "INSERT INTO events (at, job, event, detail) VALUES (?, ?, 'cancelled', ?)",
+                    (format_time(now), name, detail),
+                )
+            return None
         state = replace(
             have,
             state=CANCELLED,

@@ -1,0 +1,169 @@
+"""The job store (`hulk.job_store`) on real SQLite, through `hulk jobs` and assign runs: what it
+keeps of a job the jobs file changes, and what it does with a row it cannot read."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from hulk.cli import app
+from hulk.job_store import RUNNING, JobStore
+from hulk.jobs import load_jobs
+from hulk.stages.scheduling import jobs_db
+from tests.code.test_cli_assign import FAST
+from tests.code.test_scheduling import T0, spec, write_jobs
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def params_file(tmp_path: Path) -> Path:
+    """params.yaml with a small teacher search."""
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(FAST))
+    return params
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    """A data folder holding a job store of three jobs: `wait` (submitted), `run` (running on
+    machine 3) and `done` (finished)."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    jobs = {
+        n: load_jobs(write_jobs(tmp_path / f"{n}.yaml", spec(n, "BERT-large", iterations=1000)))[0]
+        for n in ("wait", "run", "done")
+    }
+    with JobStore(jobs_db(folder)) as store:
+        store.submit(list(jobs.values()), T0)
+        for name in ("run", "done"):
+            have = store.get(name)
+            assert have is not None
+            running = dataclasses.replace(
+                have, state=RUNNING, nodes=(3,), iteration_s=1.0, computing_since=T0
+            )
+            store.put(running, "started", "on [3]")
+        store.finish("done", T0 + dt.timedelta(seconds=10))
+    return folder
+
+
+def damage(folder: Path, name: str, column: str, value: object) -> None:
+    db = sqlite3.connect(jobs_db(folder))
+    db.execute(f"UPDATE jobs SET {column} = ? WHERE name = ?", (value, name))
+    db.commit()
+    db.close()
+
+
+def jobs_command(folder: Path, *args: str) -> tuple[int, str]:
+    result = runner.invoke(app, ["jobs", *args, "--data", str(folder)])
+    return result.exit_code, " ".join(result.output.split())  # rich folds long lines
+
+
+DAMAGE = [
+    ("spec", "{bad", "not JSON"),
+    ("spec", "[1, 2]", "not a JSON dict"),
+    ("spec", json.dumps(spec("run", "BERT-large", layers=0)), "jobs.not_positive"),
+    (  # a deadline the jobs file refuses
+        "spec",
+        json.dumps(
+            spec("run", "BERT-large", submitted_at="2026-11-27T09:00:00Z", deadline="2026-11-27")
+        ),
+        "jobs.deadline_before_submission",
+    ),
+    ("spec", json.dumps(spec("other", "BERT-large")), "the spec of job 'other'"),
+    ("started_at", "x", "not an ISO 8601 time: 'x'"),
+    ("updated_at", 12, "not an ISO 8601 time: '12'"),
+    ("state", "weird", "'weird' is not a state of a job"),
+    ("source", "elsewhere", "'elsewhere' is not jobs-file or cli"),
+    ("nodes", "[bad", "not JSON"),
+    ("nodes", '["a"]', "not a list of machine ids"),
+    ("replicas", "{}", "not a JSON list"),
+    ("done_iterations", "x", "not a number: 'x'"),
+    ("iteration_s", -1.0, "not a finite number ≥ 0"),
+    ("moves", "many", "not a count"),
+]
+
+
+@pytest.mark.parametrize(("column", "value", "problem"), DAMAGE)
+def test_a_damaged_row_is_a_clear_error_naming_the_store_job_and_column(
+    data: Path, column: str, value: object, problem: str
+) -> None:
+    damage(data, "run", column, value)
+    for command in (["list"], ["list", "--all"], ["finish", "run"], ["progress", "run", "5"]):
+        code, output = jobs_command(data, *command)
+        assert code == 2, (command, output)
+        assert "Traceback" not in output and "AssertionError" not in output
+        assert f"{jobs_db(data)}: [jobs_db.readable] job 'run', column '{column}'" in output
+        assert problem in output, output
+        assert "`hulk jobs cancel run` removes the row" in output
+    # The damaged row is one the user wants gone: cancelling it removes it, and only it.
+    code, output = jobs_command(data, "cancel", "run")
+    assert code == 0, output
+    with JobStore(jobs_db(data)) as store:
+        names = {state.job.name: state.state for state in store.jobs()}
+        events = store.events("run")
+    assert "its damaged row is removed from the store" in output
+    assert names == {"wait": "submitted", "done": "finished"}  # the store reads again
+    assert [e["event"] for e in events] == ["submitted", "started", "cancelled"]
+    assert f"its row could not be read (column '{column}'" in events[-1]["detail"]
+    code, output = jobs_command(data, "history", "run")  # its history stays
+    assert code == 0 and "was removed from the store" in output, output
+
+
+def test_a_damaged_finished_row_stops_only_what_reads_it(data: Path) -> None:
+    damage(data, "done", "finished_at", "yesterday")
+    code, output = jobs_command(data, "list")  # waiting and running jobs: all readable
+    assert code == 0 and "wait" in output and "run" in output, output
+    code, output = jobs_command(data, "list", "--all")
+    assert code == 2 and "job 'done', column 'finished_at'" in output, output
+    with JobStore(jobs_db(data)) as store:
+        wait = store.get("wait")
+        assert wait is not None
+        # A jobs file that does not list it syncs; one that does is told what is wrong.
+        assert store.sync_file([wait.job], T0)["submitted"] == []
+        done = load_jobs(write_jobs(data / "d.yaml", spec("done", "BERT-large", iterations=1000)))
+        with pytest.raises(Exception, match=r"jobs_db\.readable.*'done'.*'finished_at'"):
+            store.sync_file([wait.job, *done], T0)
+    code, output = jobs_command(data, "cancel", "done")  # whatever its state: it goes
+    assert code == 0, output
+    assert jobs_command(data, "list", "--all")[0] == 0
+
+
+def test_tables_that_are_not_a_stores_are_refused_and_left_as_they_were(tmp_path: Path) -> None:
+    folder = tmp_path / "data"
+    jobs_db(folder).parent.mkdir(parents=True)
+    db = sqlite3.connect(jobs_db(folder))
+    db.execute("CREATE TABLE jobs (name TEXT)")
+    db.commit()
+    db.close()
+    before = jobs_db(folder).read_bytes()
+    code, output = jobs_command(folder, "list")
+    assert code == 2 and "[jobs_db.readable] not a job store: table 'jobs' lacks" in output
+    assert jobs_db(folder).read_bytes() == before
+
+
+def test_an_assign_run_refuses_a_damaged_store_until_the_row_is_cancelled(
+    tiny: Path, tmp_path: Path, params_file: Path
+) -> None:
+    jobs = write_jobs(tmp_path / "jobs.yaml", spec("bert", "BERT-large", iterations=1000))
+    args = ["--params", params_file, "assign", "--data", tiny, "--jobs", jobs]
+    args += ["--strategy", "teacher"]
+    first = runner.invoke(app, [str(a) for a in args])
+    assert first.exit_code == 0, first.output
+    damage(tiny, "bert", "state", "weird")  # it holds machines: it must not vanish
+    refused = runner.invoke(app, [str(a) for a in args])
+    assert refused.exit_code == 2, refused.output
+    assert "[jobs_db.readable] job 'bert', column 'state'" in " ".join(refused.output.split())
+    assert jobs_command(tiny, "cancel", "bert")[0] == 0
+    again = runner.invoke(app, [str(a) for a in args])  # the file lists it: submitted anew
+    assert again.exit_code == 0, again.output
+    with JobStore(jobs_db(tiny)) as store:
+        bert = store.get("bert")
+        assert bert is not None and bert.state == RUNNING
