@@ -19,8 +19,11 @@ estimated iterations are done is finished by the next assign run (`JobStore.fini
 The jobs file stays the list of upcoming jobs: `JobStore.sync_file` submits the jobs it lists
 that the store does not know, updates waiting ones whose spec changed, and withdraws (cancels)
 waiting jobs that came from the file and are no longer in it; a withdrawn job the file lists
-again is back in line (its first submission time and any progress kept), so one run on another
-jobs file loses nothing for good. Running and finished jobs are never changed by the file, and a
+again is back in line (its first submission time kept), so one run on another jobs file loses
+nothing for good. A waiting or withdrawn job whose spec the file changes keeps its progress and
+checkpoint record while its sizes stay (`hulk.jobs.job_sizes`: a change of priority, length,
+submission time or deadline); new sizes are a different model, which starts from iteration 0,
+and its event says so. Running and finished jobs are never changed by the file, and a
 name the file shares with a different job submitted by `hulk jobs submit` is an error
 (``jobs.name_taken``): one name, one job.
 
@@ -49,6 +52,7 @@ from hulk.jobs import (
     MAX_ITERATIONS,
     Job,
     format_time,
+    job_sizes,
     job_to_dict,
     later,
     parse_jobs,
@@ -637,28 +641,13 @@ class JobStore:
                     self.put(_new_state(job, FROM_FILE, now), "submitted", "from the jobs file")
                     changes["submitted"].append(job.name)
                 elif have.state == CANCELLED and have.reason == WITHDRAWN:
-                    if job_to_dict(have.job) == job_to_dict(job):
-                        state = replace(
-                            have,
-                            state=SUBMITTED,
-                            updated_at=now,
-                            reason=None,
-                            scheduled_start=None,  # no run has scheduled it since
-                            scheduled_finish=None,
-                        )
-                    else:  # another spec: the progress of the old one does not carry over
-                        state = replace(
-                            _new_state(job, FROM_FILE, now),
-                            submitted_at=job.submitted_at or have.submitted_at,
-                        )
-                    self.put(state, "resubmitted", "listed in the jobs file again")
+                    state, how = _respecified(have, job, now)
+                    state = replace(state, state=SUBMITTED, reason=None, finished_at=None)
+                    self.put(state, "resubmitted", f"listed in the jobs file again{how}")
                     changes["resubmitted"].append(job.name)
                 elif have.state in WAITING and job_to_dict(have.job) != job_to_dict(job):
-                    # A new state: the estimates of the old spec do not carry over either.
-                    updated = _new_state(job, have.source, now)
-                    submitted = job.submitted_at or have.submitted_at
-                    state = replace(updated, state=have.state, submitted_at=submitted)
-                    self.put(state, "updated", "spec changed in the jobs file")
+                    state, how = _respecified(have, job, now)
+                    self.put(state, "updated", f"spec changed in the jobs file{how}")
                     changes["updated"].append(job.name)
             for name, have in known.items():
                 if have.source == FROM_FILE and have.state in WAITING and name not in listed:
@@ -763,6 +752,30 @@ class JobStore:
                     self.put(state, "finished", "estimated iterations done")
                     done.append(have.job.name)
         return done
+
+
+def _respecified(have: JobState, job: Job, now: dt.datetime) -> tuple[JobState, str]:
+    """A waiting or withdrawn job as the jobs file now gives it, and how its spec changed (for
+    its event). Its progress, checkpoint record (``replicas``), first start and moves stay when
+    its sizes do (`job_sizes`: a change of name, priority, length, submission time or
+    deadline); other sizes are a different model, which starts from iteration 0. Either way
+    the estimates of the last scheduling run go: no run has scheduled it as it is now."""
+    unknown: dict[str, Any] = {"scheduled_start": None, "scheduled_finish": None}
+    before, after = job_to_dict(have.job), job_to_dict(job)
+    if before == after:
+        return replace(have, updated_at=now, **unknown), ""
+    fields = ", ".join(
+        sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    )
+    submitted = job.submitted_at or have.submitted_at
+    progress = f"its progress ({have.done_iterations:,.0f} iterations) and checkpoint"
+    ran = have.done_iterations > 0 or have.replicas is not None or have.started_at is not None
+    if job_sizes(have.job) == job_sizes(job):
+        kept = replace(have, job=job, updated_at=now, submitted_at=submitted, **unknown)
+        return kept, f" ({fields}){f'; {progress} kept' if ran else ''}"
+    fresh = replace(_new_state(job, have.source, now), state=have.state, submitted_at=submitted)
+    lost = f", so {progress} do not carry over: it starts from iteration 0" if ran else ""
+    return fresh, f" ({fields}): other sizes, a different model{lost}"
 
 
 def _new_state(job: Job, source: str, now: dt.datetime) -> JobState:

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from hulk.cli import app
 from hulk.job_store import RUNNING, JobStore
-from hulk.jobs import load_jobs
+from hulk.jobs import Job, load_jobs
 from hulk.stages.scheduling import jobs_db
 from tests.code.test_cli_assign import FAST
 from tests.code.test_scheduling import T0, spec, write_jobs
@@ -167,3 +167,98 @@ def test_an_assign_run_refuses_a_damaged_store_until_the_row_is_cancelled(
     with JobStore(jobs_db(tiny)) as store:
         bert = store.get("bert")
         assert bert is not None and bert.state == RUNNING
+
+
+def stopped_after_running(store: JobStore, name: str) -> None:
+    """`name` ran 500 iterations on machine 3, then was stopped: its checkpoint is there."""
+    have = store.get(name)
+    assert have is not None
+    replicas = [{"stages": [{"node": 3, "layer_start": 0, "layer_end": 24}]}]
+    store.put(
+        dataclasses.replace(
+            have,
+            state="queued",
+            reason="stopped so that shorter work runs first",
+            replicas=replicas,
+            started_at=T0,
+            done_iterations=500.0,
+            moves=1,
+        ),
+        "preempted",
+    )
+
+
+def test_a_change_of_spec_that_leaves_the_sizes_keeps_a_waiting_jobs_progress(
+    tmp_path: Path,
+) -> None:
+    def job(**extra: object) -> Job:
+        length = {} if "tokens" in extra else {"iterations": 1000}
+        path = write_jobs(tmp_path / "j.yaml", spec("a", "BERT-large", **length, **extra))
+        return load_jobs(path)[0]
+
+    later = T0 + dt.timedelta(hours=1)
+    folder = tmp_path / "data"
+    folder.mkdir()
+    with JobStore(jobs_db(folder)) as store:
+        store.sync_file([job()], T0)
+        stopped_after_running(store, "a")
+        ran = store.get("a")
+        assert ran is not None
+        edits = [
+            {"priority": 3},
+            {"priority": 3, "deadline": "2026-12-01T00:00:00Z"},
+            {"priority": 3, "deadline": "2026-12-01", "submitted_at": "2026-11-20T00:00:00Z"},
+            {"priority": 3, "deadline": "2026-12-01", "submitted_at": "2026-11-20", "tokens": 1e9},
+        ]
+        for extra in edits:
+            new = job(**extra)
+            assert store.sync_file([new], later)["updated"] == ["a"]
+            have = store.get("a")
+            assert have is not None and have.job == new and have.state == "queued"
+            assert (have.done_iterations, have.replicas) == (500.0, ran.replicas)
+            assert (have.started_at, have.moves, have.reason) == (T0, 1, ran.reason)
+        assert have.submitted_at == dt.datetime(2026, 11, 20, tzinfo=dt.UTC)
+        # Other sizes are another model: its progress cannot carry over, and its history says so.
+        bigger = job(**edits[-1], layers=48)
+        assert store.sync_file([bigger], later)["updated"] == ["a"]
+        fresh = store.get("a")
+        assert fresh is not None and fresh.job == bigger and fresh.state == "queued"
+        assert (fresh.done_iterations, fresh.replicas, fresh.started_at) == (0.0, None, None)
+        assert fresh.submitted_at == have.submitted_at  # as the file last gave it
+    code, output = jobs_command(folder, "history", "a")
+    assert code == 0, output
+    assert "updated (spec changed in the jobs file (priority); its progress (500" in output
+    assert "iterations) and checkpoint kept)" in output
+    assert (
+        "updated (spec changed in the jobs file (layers): other sizes, a different model, so its "
+        "progress (500 iterations) and checkpoint do not carry over: it starts from iteration 0)"
+    ) in output
+
+
+def test_a_withdrawn_job_listed_again_keeps_its_progress_unless_its_sizes_changed(
+    tmp_path: Path,
+) -> None:
+    a, b = (
+        load_jobs(write_jobs(tmp_path / f"{n}.yaml", spec(n, "BERT-large", iterations=1000)))[0]
+        for n in "ab"
+    )
+    later = T0 + dt.timedelta(hours=1)
+    with JobStore(tmp_path / "jobs.db") as store:
+        store.sync_file([a, b], T0)
+        stopped_after_running(store, "b")
+        assert store.sync_file([a], later)["withdrawn"] == ["b"]
+        urgent = dataclasses.replace(b, priority=5)
+        assert store.sync_file([a, urgent], later)["resubmitted"] == ["b"]
+        back = store.get("b")
+        assert back is not None and back.state == "submitted" and back.job == urgent
+        assert (back.done_iterations, back.started_at, back.submitted_at) == (500.0, T0, T0)
+        assert back.replicas is not None and back.reason is None
+        assert store.sync_file([a], later)["withdrawn"] == ["b"]
+        other = dataclasses.replace(urgent, hidden=2048)
+        assert store.sync_file([a, other], later)["resubmitted"] == ["b"]
+        new = store.get("b")
+        assert new is not None and new.job == other and new.done_iterations == 0.0
+        assert new.replicas is None and new.submitted_at == T0
+        detail = store.events("b")[-1]["detail"]
+        assert detail.startswith("listed in the jobs file again (hidden): other sizes")
+        assert "it starts from iteration 0" in detail
