@@ -13,8 +13,10 @@ transaction; a job whose spec changes, and any job that stops waiting, has none.
 
 Progress is counted, not measured: a running job has done ``done_iterations`` when its current
 placement started computing (``computing_since``), plus the time since over its estimated
-seconds per iteration. Users who know better say so (`JobStore.report_progress`); a job whose
-estimated iterations are done is finished by the next assign run (`JobStore.finish_done`).
+seconds per iteration, never more than the job's length. Users who know better say so
+(`JobStore.report_progress`); a job whose estimated iterations are done (`JobState.done_by`) has
+done its length, and is finished by the next assign run at the moment they were done
+(`JobStore.finish_done`).
 
 The jobs file stays the list of upcoming jobs: `JobStore.sync_file` submits the jobs it lists
 that the store does not know, updates waiting ones whose spec changed, and withdraws (cancels)
@@ -143,11 +145,24 @@ class JobState:
     scheduled_finish: dt.datetime | None = None
 
     def progress(self, now: dt.datetime) -> float:
-        """Iterations done by `now` (estimated from the plan's seconds per iteration)."""
+        """Iterations done by `now` (estimated from the plan's seconds per iteration), never
+        more than the job's length: a running job `done_by` `now` has done them all."""
         if self.state != RUNNING or self.computing_since is None or not self.iteration_s:
-            return self.done_iterations
+            return self._at_most_length(self.done_iterations)
+        if self.done_by(now):
+            return self._at_most_length(math.inf)
         seconds = max(0.0, (now - self.computing_since).total_seconds())
-        return self.done_iterations + seconds / self.iteration_s
+        return self._at_most_length(self.done_iterations + seconds / self.iteration_s)
+
+    def _at_most_length(self, iterations: float) -> float:
+        length = self.job.iterations
+        return iterations if length is None else min(iterations, float(length))
+
+    def done_by(self, now: dt.datetime) -> bool:
+        """Whether a running job's estimated iterations are all done by `now` (its estimated
+        finish has come): the next assign run finishes it then (`JobStore.finish_done`)."""
+        end = self.estimated_finish() if self.state == RUNNING else None
+        return end is not None and end <= now
 
     def remaining(self, now: dt.datetime) -> float | None:
         """Iterations left at `now`; None for a job without a length."""
@@ -181,7 +196,9 @@ class JobState:
             "reason": self.reason,
             "nodes": list(self.nodes),
             "iterations": self.job.iterations,
-            "done_iterations": round(self.progress(now), 1) if now else self.done_iterations,
+            "done_iterations": (
+                round(self.progress(now), 1) if now else self._at_most_length(self.done_iterations)
+            ),
             "iteration_s": self.iteration_s,
             "started_at": _fmt(self.started_at),
             "finished_at": _fmt(self.finished_at),
@@ -740,13 +757,13 @@ class JobStore:
         with self.transaction():
             for have in self.jobs([RUNNING]):
                 end = have.estimated_finish()
-                if end is not None and end <= now:
+                if end is not None and have.done_by(now):
                     state = replace(
                         have,
                         state=FINISHED,
                         updated_at=end,
                         finished_at=end,
-                        done_iterations=float(have.job.iterations or 0),
+                        done_iterations=have.progress(end),  # its length
                         reason="estimated iterations done",
                     )
                     self.put(state, "finished", "estimated iterations done")

@@ -18,7 +18,7 @@ from hulk.job_store import RUNNING, JobStore
 from hulk.jobs import Job, load_jobs
 from hulk.stages.scheduling import jobs_db
 from tests.code.test_cli_assign import FAST
-from tests.code.test_scheduling import T0, spec, write_jobs
+from tests.code.test_scheduling import T0, json_lines, spec, write_jobs
 
 runner = CliRunner()
 
@@ -262,3 +262,52 @@ def test_a_withdrawn_job_listed_again_keeps_its_progress_unless_its_sizes_change
         detail = store.events("b")[-1]["detail"]
         assert detail.startswith("listed in the jobs file again (hidden): other sizes")
         assert "it starts from iteration 0" in detail
+
+
+def test_progress_never_passes_the_jobs_length(tmp_path: Path) -> None:
+    # Between assign runs a job's estimate can be done: it has done its length, no more, in
+    # `hulk jobs list`, and in what `cancel` and `finish` keep of it.
+    folder = tmp_path / "data"
+    folder.mkdir()
+    jobs = [
+        load_jobs(write_jobs(tmp_path / f"{n}.yaml", spec(n, "BERT-large", iterations=20)))[0]
+        for n in ("listed", "cancelled", "finished", "estimated")
+    ]
+    an_hour_ago = dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(hours=1)
+    with JobStore(jobs_db(folder)) as store:
+        store.submit(jobs, an_hour_ago)
+        for job in jobs:
+            have = store.get(job.name)
+            assert have is not None
+            store.put(
+                dataclasses.replace(
+                    have, state=RUNNING, nodes=(1,), iteration_s=1.0, computing_since=an_hour_ago
+                ),
+                "started",
+            )
+        running = store.get("estimated")
+        assert running is not None
+        end = an_hour_ago + dt.timedelta(seconds=20)
+        assert running.estimated_finish() == end
+        assert running.progress(end - dt.timedelta(seconds=5)) == 15.0
+        assert running.progress(end) == running.progress(end + dt.timedelta(days=1)) == 20.0
+        assert running.remaining(end) == 0.0
+        assert not running.done_by(end - dt.timedelta(seconds=1)) and running.done_by(end)
+    code, output = jobs_command(folder, "list", "--json")
+    assert code == 0, output
+    assert {r["job"]: r["done_iterations"] for r in json_lines(output)} == {
+        job.name: 20.0 for job in jobs
+    }
+    assert jobs_command(folder, "list")[1].count("20 / 20") == 4
+    assert jobs_command(folder, "cancel", "cancelled")[0] == 0
+    assert jobs_command(folder, "finish", "finished")[0] == 0
+    with JobStore(jobs_db(folder)) as store:
+        assert store.finish_done(dt.datetime.now(dt.UTC)) == ["estimated", "listed"]
+        done = {s.job.name: (s.state, s.done_iterations) for s in store.jobs()}
+        assert done == {
+            "listed": ("finished", 20.0),
+            "cancelled": ("cancelled", 20.0),
+            "finished": ("finished", 20.0),
+            "estimated": ("finished", 20.0),
+        }
+        assert store.get("estimated").finished_at == end  # when its estimate was done
