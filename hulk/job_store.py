@@ -25,9 +25,9 @@ again is back in line (its first submission time kept), so one run on another jo
 nothing for good. A waiting or withdrawn job whose spec the file changes keeps its progress and
 checkpoint record while its sizes stay (`hulk.jobs.job_sizes`: a change of priority, length,
 submission time or deadline); new sizes are a different model, which starts from iteration 0,
-and its event says so. Running and finished jobs are never changed by the file, and a
-name the file shares with a different job submitted by `hulk jobs submit` is an error
-(``jobs.name_taken``): one name, one job.
+and its event says so. Running and finished jobs are never changed by the file. A name the
+file shares with a different job submitted by `hulk jobs submit`, or with a finished or
+cancelled job of another spec, is an error (``jobs.name_taken``): one name, one job.
 
 Every row is read back as `put` wrote it, its spec validated as a jobs file's entry: a row that
 cannot be read is a `DamagedRow` (``jobs_db.readable``) naming the job and the column, never
@@ -622,29 +622,25 @@ class JobStore:
         self, jobs: Sequence[Job], now: dt.datetime, source: str | Path | None = None
     ) -> dict[str, list[str]]:
         """Bring the store in line with the jobs file `source` (module docstring); what
-        changed. `InputError` (``jobs.name_taken``) when the file names a different job the
-        CLI submitted, still waiting or running. Reads the store's waiting and running jobs
-        and those the file names: a finished job's row matters only while the file lists it."""
+        changed. `InputError` (``jobs.name_taken``) when the file gives another spec under the
+        name of a job the CLI submitted, still waiting or running, or of a finished or
+        cancelled job (`_name_taken`); a job the file lists as it finished stays finished.
+        Reads the store's waiting and running jobs and those the file names: a finished job's
+        row matters only while the file lists it."""
         known = {j.job.name: j for j in self.jobs([*WAITING, RUNNING])}
         for job in jobs:
             if job.name not in known and (have := self.get(job.name)) is not None:
                 known[job.name] = have
         listed = {job.name for job in jobs}
         clashes = [
-            job.name
+            problem
             for job in jobs
             if (have := known.get(job.name)) is not None
-            and have.source != FROM_FILE
-            and have.state not in DONE
-            and job_to_dict(have.job) != job_to_dict(job)
+            and (problem := _name_taken(have, job)) is not None
         ]
         if clashes:
-            raise InputError(
-                source,
-                "jobs.name_taken",
-                f"{', '.join(clashes)}: the job store holds a different job of that name, "
-                "submitted with `hulk jobs submit`; rename the file's job, or cancel the other",
-            )
+            detail = "; ".join(clashes)
+            raise InputError(source, "jobs.name_taken", detail)
         changes: dict[str, list[str]] = {
             "submitted": [],
             "updated": [],
@@ -771,6 +767,33 @@ class JobStore:
         return done
 
 
+def _name_taken(have: JobState, job: Job) -> str | None:
+    """Why the jobs file's `job` cannot have the name of the store's `have`, or None: one name,
+    one job. The same spec is the same job (a finished one stays finished); another spec may
+    not take the name of a job submitted with `hulk jobs submit` that still waits or runs, nor
+    of a finished or cancelled job (a withdrawn one is back in line instead)."""
+    if job_to_dict(have.job) == job_to_dict(job):
+        return None
+    if have.source != FROM_FILE and have.state not in DONE:
+        return (
+            f"{job.name}: the job store holds a different job of that name, submitted with "
+            "`hulk jobs submit`; rename the file's job, or cancel the other"
+        )
+    if have.state == FINISHED or (have.state == CANCELLED and have.reason != WITHDRAWN):
+        return (
+            f"{job.name}: the job store holds a {have.state} job of that name with another "
+            f"spec ({', '.join(_changed(have.job, job))}), and a {have.state} job is never run "
+            "again; give the file's job a new name"
+        )
+    return None
+
+
+def _changed(before: Job, after: Job) -> list[str]:
+    """The jobs-file keys whose values differ between two specs of a job."""
+    old, new = job_to_dict(before), job_to_dict(after)
+    return sorted(key for key in old.keys() | new.keys() if old.get(key) != new.get(key))
+
+
 def _respecified(have: JobState, job: Job, now: dt.datetime) -> tuple[JobState, str]:
     """A waiting or withdrawn job as the jobs file now gives it, and how its spec changed (for
     its event). Its progress, checkpoint record (``replicas``), first start and moves stay when
@@ -781,9 +804,7 @@ def _respecified(have: JobState, job: Job, now: dt.datetime) -> tuple[JobState, 
     before, after = job_to_dict(have.job), job_to_dict(job)
     if before == after:
         return replace(have, updated_at=now, **unknown), ""
-    fields = ", ".join(
-        sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
-    )
+    fields = ", ".join(_changed(have.job, job))
     submitted = job.submitted_at or have.submitted_at
     progress = f"its progress ({have.done_iterations:,.0f} iterations) and checkpoint"
     ran = have.done_iterations > 0 or have.replicas is not None or have.started_at is not None

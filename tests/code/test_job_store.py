@@ -14,6 +14,7 @@ import yaml
 from typer.testing import CliRunner
 
 from hulk.cli import app
+from hulk.errors import InputError
 from hulk.job_store import RUNNING, JobStore
 from hulk.jobs import Job, load_jobs
 from hulk.stages.scheduling import jobs_db
@@ -311,3 +312,57 @@ def test_progress_never_passes_the_jobs_length(tmp_path: Path) -> None:
             "estimated": ("finished", 20.0),
         }
         assert store.get("estimated").finished_at == end  # when its estimate was done
+
+
+def test_a_jobs_file_job_named_like_a_finished_one_is_the_same_job_or_an_error(
+    tiny: Path, tmp_path: Path, params_file: Path
+) -> None:
+    gpt = spec("gpt", "GPT-2-1.5B", iterations=1000)
+    same = write_jobs(tmp_path / "jobs.yaml", gpt)
+    args = ["--params", params_file, "assign", "--data", tiny, "--strategy", "teacher"]
+    first = runner.invoke(app, [str(a) for a in (*args, "--jobs", same)])
+    assert first.exit_code == 0, first.output
+    assert jobs_command(tiny, "finish", "gpt")[0] == 0
+    # The file still lists the finished job as it was: the same job, which stays finished.
+    again = runner.invoke(app, [str(a) for a in (*args, "--jobs", same)])
+    assert again.exit_code == 0, again.output
+    # Another spec under its name is a new job: refused, not dropped without a word.
+    longer = write_jobs(tmp_path / "longer.yaml", {**gpt, "iterations": 2000})
+    refused = runner.invoke(app, [str(a) for a in (*args, "--jobs", longer)])
+    output = " ".join(refused.output.split())
+    assert refused.exit_code == 2, output
+    assert f"{longer}: [jobs.name_taken] gpt: the job store holds a finished job" in output
+    assert "(iterations)" in output and "give the file's job a new name" in output
+    with JobStore(jobs_db(tiny)) as store:
+        gpt_state = store.get("gpt")
+        assert gpt_state is not None and gpt_state.state == "finished"
+        assert gpt_state.job.iterations == 1000
+        # A cancelled job, of either source, is the same: its spec, or an error.
+        bert = load_jobs(write_jobs(tmp_path / "b.yaml", spec("bert", "BERT-large")))[0]
+        store.submit([bert], T0)
+        store.cancel("bert", T0)
+        assert store.sync_file([bert], T0) == {
+            "submitted": [],
+            "updated": [],
+            "withdrawn": [],
+            "resubmitted": [],
+        }
+        with pytest.raises(InputError, match=r"jobs\.name_taken.*bert: .* a cancelled job"):
+            store.sync_file([dataclasses.replace(bert, priority=1)], T0, tmp_path / "b.yaml")
+
+
+def test_the_default_jobs_file_syncs_after_its_jobs_finish(tmp_path: Path) -> None:
+    # Its jobs give `tokens`: the store keeps the iterations they make, the same job.
+    upcoming = load_jobs(Path(__file__).parents[2] / "data" / "jobs" / "upcoming.yaml")
+    with JobStore(tmp_path / "jobs.db") as store:
+        store.sync_file(upcoming, T0)
+        for job in upcoming:
+            have = store.get(job.name)
+            assert have is not None
+            store.put(
+                dataclasses.replace(have, state=RUNNING, iteration_s=1.0, computing_since=T0),
+                "started",
+            )
+        assert len(store.finish_done(T0 + dt.timedelta(days=10_000))) == len(upcoming)
+        assert not any(store.sync_file(upcoming, T0 + dt.timedelta(days=10_001)).values())
+        assert {s.state for s in store.jobs()} == {"finished"}
