@@ -15,7 +15,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -861,16 +861,21 @@ DataOption = Annotated[Path | None, typer.Option("--data", help="Data folder (pa
 
 
 @contextmanager
-def _store(ctx: typer.Context, data: Path | None) -> Iterator[Any]:
-    """The data folder's job store, under its assign lock (a run never loses a change)."""
+def _store(ctx: typer.Context, data: Path | None, create: bool = False) -> Iterator[Any]:
+    """The data folder's job store, under its assign lock (a run never loses a change). Unless
+    `create` (a command that adds jobs), a folder without a store reads as one without jobs,
+    and the command creates nothing: no store, no lock."""
     from hulk.folder_lock import folder_lock
     from hulk.job_store import JobStore
     from hulk.stages.scheduling import jobs_db
 
     settings = _settings(ctx, data)
     _existing_folder(settings)
-    lock = folder_lock(settings.data_dir, "assign", settings.scheduler.lock_timeout_s)
-    with lock, JobStore(jobs_db(settings.data_dir)) as store:
+    path = jobs_db(settings.data_dir)
+    lock: AbstractContextManager[Any] = nullcontext()
+    if create or path.exists():
+        lock = folder_lock(settings.data_dir, "assign", settings.scheduler.lock_timeout_s)
+    with lock, JobStore(path, create=create) as store:
         yield store
 
 
@@ -962,7 +967,7 @@ def jobs_submit(
     from hulk.jobs import load_jobs
 
     jobs = load_jobs(jobs_file)
-    with _store(ctx, data) as store:
+    with _store(ctx, data, create=True) as store:
         names = store.submit(jobs, _now())
     out.print(f"[green]✓[/green] submitted {', '.join(names)}")
 

@@ -325,15 +325,20 @@ def _columns() -> dict[str, set[str]]:
 
 
 class JobStore:
-    """The SQLite job store at `path` (created on first use). Use as a context manager or call
-    `close`; every method commits its own transaction."""
+    """The SQLite job store at `path` (created on first use; with ``create=False`` a store that
+    does not exist reads as empty, and nothing is written to disk). Use as a context manager or
+    call `close`; every method commits its own transaction."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, create: bool = True) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._depth = 0  # open transactions (`transaction` nests as savepoints)
+        target: str | Path = self.path
+        if create:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        elif not self.path.exists():
+            target = ":memory:"  # no store yet: no job, and none made by reading
         try:
-            self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            self.db = sqlite3.connect(target, timeout=60, isolation_level=None)
             version = self._version()
             if version != _FORMAT:
                 self._upgrade(version)

@@ -366,3 +366,22 @@ def test_the_default_jobs_file_syncs_after_its_jobs_finish(tmp_path: Path) -> No
         assert len(store.finish_done(T0 + dt.timedelta(days=10_000))) == len(upcoming)
         assert not any(store.sync_file(upcoming, T0 + dt.timedelta(days=10_001)).values())
         assert {s.state for s in store.jobs()} == {"finished"}
+
+
+def test_reading_a_folder_without_a_job_store_creates_nothing(tmp_path: Path) -> None:
+    folder = tmp_path / "data"
+    folder.mkdir()
+    for command in (["list"], ["list", "--all"], ["list", "--json"], ["history"]):
+        code, output = jobs_command(folder, *command)
+        assert code == 0, (command, output)
+        assert "Traceback" not in output
+    assert jobs_command(folder, "list", "--json")[1] == ""  # no job
+    for command in (["history", "a"], ["cancel", "a"], ["finish", "a"], ["progress", "a", "1"]):
+        code, output = jobs_command(folder, *command)
+        assert code == 2 and "[jobs.unknown_job] no job named 'a'" in output, (command, output)
+    assert list(folder.rglob("*")) == []  # no store, no lock
+    jobs = write_jobs(tmp_path / "a.yaml", spec("a", "BERT-large"))
+    code, output = jobs_command(folder, "submit", str(jobs))  # adding a job makes the store
+    assert code == 0, output
+    assert jobs_db(folder).is_file()
+    assert jobs_command(folder, "cancel", "a")[0] == 0
