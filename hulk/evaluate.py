@@ -155,8 +155,9 @@ def plot_costs(
         if math.isfinite(v) and v > 0
     ]
     values += [j.lower_bound_s for j in jobs if j.lower_bound_s and math.isfinite(j.lower_bound_s)]
-    floor = 10 ** math.floor(math.log10(min(values))) / 10 if values else 1e-3
-    top = 10 ** math.ceil(math.log10(max(values))) * 3 if values else 1.0
+    # Floats: a bound past 1e18 s as an int is too large for matplotlib's numpy arrays.
+    floor = 10.0 ** math.floor(math.log10(min(values))) / 10 if values else 1e-3
+    top = 10.0 ** math.ceil(math.log10(max(values))) * 3 if values else 1.0
 
     figure = Figure(figsize=(max(6.0, 1.9 * len(jobs) + 2), 4.8), layout="constrained")
     FigureCanvasAgg(figure)

@@ -365,3 +365,16 @@ def test_hulk47_teacher_assign_evaluate_replan(paper: Path, tmp_path: Path) -> N
         if before_job["job"] not in moved:
             assert after_job["nodes"] == before_job["nodes"]
             assert after_job["replicas"] == before_job["replicas"]
+
+
+def test_the_cost_plot_draws_iterations_of_any_length(tmp_path: Path) -> None:
+    """A System C baseline of a huge job can take 1e20 s an iteration: the plot still draws."""
+    from hulk.cost import Cost
+    from hulk.evaluate import Evaluation, JobEvaluation, plot_costs
+
+    slow = Cost(1e20, 4e19, 6e19)
+    job = JobEvaluation(
+        "huge", "placed", None, [0], "1×1", Cost(2.0, 1.0, 1.0), 1.0, {"C": slow}, None
+    )
+    path = plot_costs(Evaluation([job], "teacher", "concurrent", 2.0), tmp_path / "costs.png")
+    assert path.read_bytes().startswith(b"\x89PNG")
