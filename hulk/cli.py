@@ -902,7 +902,7 @@ def jobs_list(
     now = _now()
     with _store(ctx, data) as store:
         states = store.jobs(None if all_jobs else [SUBMITTED, QUEUED, RUNNING])
-    records = [_job_record(state.to_dict(now)) for state in states]
+    records = [_job_record(state.to_dict(now), now) for state in states]
     if as_json:
         # One compact object a line, written as is: rich would indent it over many lines, or
         # wrap a long one. Escaped to ASCII, it stays exact on a terminal of any encoding.
@@ -941,18 +941,22 @@ def jobs_list(
         out.print(f"[red]{len(missed)} deadline(s) missed[/red]: {escape(', '.join(missed))}")
 
 
-def _job_record(record: dict[str, Any]) -> dict[str, Any]:
+def _job_record(record: dict[str, Any], now: dt.datetime) -> dict[str, Any]:
     """A job of `hulk jobs list`: the store's record and ``deadline_met``: whether its finish
-    (done, or estimated) meets its deadline; None without a deadline or a finish, and for a
-    cancelled job."""
+    (done, or estimated) meets its deadline, false for an unfinished job whose deadline is
+    past at `now` whatever its finish (as `hulk assign` counts it); None without a deadline,
+    for a cancelled job, and without a finish while the deadline is to come."""
 
     def moment(text: str) -> dt.datetime:
         return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
 
     finish = record["estimated_finish"] or record["finished_at"]
     met = None
-    if record["deadline"] and finish and record["state"] != "cancelled":
-        met = moment(finish) <= moment(record["deadline"])
+    if record["deadline"] and record["state"] != "cancelled":
+        if finish:
+            met = moment(finish) <= moment(record["deadline"])
+        elif record["state"] != "finished" and moment(record["deadline"]) < now:
+            met = False
     return record | {"deadline_met": met}
 
 

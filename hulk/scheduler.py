@@ -121,11 +121,21 @@ class Decision:
 
     @property
     def late(self) -> bool:
-        return (
-            self.deadline_s is not None
-            and self.finish_s is not None
-            and self.finish_s > self.deadline_s
-        )
+        """Whether it misses its deadline: its finish is past it, or, its finish unknown, the
+        deadline is already past now."""
+        if self.deadline_s is None:
+            return False
+        if self.finish_s is None:
+            return self.deadline_s < 0
+        return self.finish_s > self.deadline_s
+
+    @property
+    def deadline_met(self) -> bool | None:
+        """Whether it meets its deadline; None without a deadline, or when its finish is
+        unknown and the deadline still to come."""
+        if self.deadline_s is None or (self.finish_s is None and not self.late):
+            return None
+        return not self.late
 
 
 @dataclass(frozen=True)

@@ -376,7 +376,7 @@ class JobSchedule:
     planned_nodes: list[int]  # a waiting job: the machines it will get
     iterations: int | None
     done_iterations: float
-    deadline_met: bool | None  # None: no deadline
+    deadline_met: bool | None  # None: no deadline, or no finish and the deadline to come
 
     def times(self) -> ScheduledTimes:
         return ScheduledTimes(self.action, self.start_at, self.finish_at)
@@ -404,7 +404,7 @@ def job_schedule(
         ),
         iterations=decision.job.iterations,
         done_iterations=round(state.progress(now), 1) if state is not None else 0.0,
-        deadline_met=None if decision.deadline_s is None else not decision.late,
+        deadline_met=decision.deadline_met,
     )
 
 

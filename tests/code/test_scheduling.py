@@ -553,6 +553,45 @@ def test_jobs_list_marks_the_deadlines_the_last_schedule_misses(tiny: Path, tmp_
     }
 
 
+def test_a_deadline_is_met_only_by_a_known_finish_and_missed_once_past(
+    tiny: Path, settings: Settings, tmp_path: Path
+) -> None:
+    # Six jobs without a length hold the six machines; two jobs with a length wait behind
+    # them, so no finish but theirs is known. A deadline already past is missed whatever the
+    # finish; one to come is neither met nor missed while the finish is unknown.
+    past, future = "2020-01-01T00:00:00Z", "2030-01-01T00:00:00Z"
+    endless = [
+        *(spec(f"endless{k}", "BERT-large") for k in range(4)),
+        spec("endless-past", "BERT-large", deadline=past),
+        spec("endless-future", "BERT-large", deadline=future),
+    ]
+    jobs = write_jobs(tmp_path / "jobs.yaml", *endless)
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    assign(tiny, settings, jobs, now)
+    write_jobs(
+        jobs,
+        *endless,
+        spec("behind-past", "BERT-large", iterations=1_000, deadline=past),
+        spec("behind-future", "BERT-large", iterations=1_000, deadline=future),
+    )
+    doc = assign(tiny, settings, jobs, now + dt.timedelta(minutes=1))
+    jobs_in = by_job(doc)
+    assert [jobs_in[f"behind-{w}"]["action"] for w in ("past", "future")] == ["wait", "wait"]
+    assert all(job["finish_at"] is None for job in doc["jobs"])
+    expected = {
+        "endless-past": False,
+        "endless-future": None,
+        "behind-past": False,
+        "behind-future": None,
+    }
+    assert {name: jobs_in[name]["deadline_met"] for name in expected} == expected
+    assert doc["queue"]["missed_deadlines"] == 2
+    # `hulk jobs list` says the same from the store.
+    args = ["jobs", "list", "--data", str(tiny), "--json"]
+    listed = json_lines(runner.invoke(app, args).output)
+    assert {r["job"]: r["deadline_met"] for r in listed if r["deadline"]} == expected
+
+
 def json_lines(text: str) -> list[dict]:
     """The records `hulk jobs list --json` prints, one indented JSON object each."""
     decoder, records, at = json.JSONDecoder(), [], 0
