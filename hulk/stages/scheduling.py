@@ -1,7 +1,9 @@
 """One scheduling run of the assign step (called under the data folder's assign lock).
 
 1. The jobs file is synced into the job store (``DATA/jobs/jobs.db``, `hulk.job_store`);
-   running jobs whose estimated iterations are done are finished.
+   running jobs whose estimated iterations are done are finished. A missing store is made
+   anew, unless the placements file the run replaces shows jobs running
+   (`check_store_present`: the run is refused, nothing written).
 2. Machines that stopped reporting (the validation report's ``logs.stale_machine``) are
    drained for this run, with a warning naming them.
 3. `hulk.scheduler.schedule` decides, with the stage planner, which job keeps, starts, waits,
@@ -31,6 +33,7 @@ import pandas as pd
 
 from hulk import schemas
 from hulk.data_folder import load_fleet
+from hulk.errors import InputError
 from hulk.findings import Finding
 from hulk.job_store import QUEUED, RUNNING, SUBMITTED, JobState, JobStore
 from hulk.jobs import format_time, later
@@ -51,6 +54,60 @@ STALE_RULE = "logs.stale_machine"
 def jobs_db(data_dir: Path) -> Path:
     """The data folder's job store."""
     return Path(data_dir) / JOBS_DB
+
+
+def _running_in(latest: Path) -> tuple[list[str], str | None]:
+    """The jobs a scheduler's placements file (`latest`) left running, and its run id; none
+    for a missing or unreadable file, or one of Systems A, B or C (no ``queue`` block)."""
+    from hulk.scheduler import KEEP, MOVE, RESTART, START
+
+    try:
+        doc = json.loads(latest.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return [], None
+    if not isinstance(doc, dict) or not isinstance(doc.get("queue"), dict):
+        return [], None
+    jobs = doc.get("jobs")
+    running = [
+        str(job.get("job"))
+        for job in (jobs if isinstance(jobs, list) else [])
+        if isinstance(job, dict) and job.get("action") in (KEEP, START, RESTART, MOVE)
+    ]
+    run_id = doc.get("run_id")
+    return running, run_id if isinstance(run_id, str) else None
+
+
+def check_store_present(data_dir: Path, placements_dirs: Sequence[Path]) -> None:
+    """Refuse to schedule without the job store while a scheduler's ``latest.json`` in
+    `placements_dirs` shows jobs running: a new, empty store would start them again from
+    zero, and give their machines to other jobs. A first run (no store, and no such file)
+    passes."""
+    from hulk.placements import LATEST
+
+    store = jobs_db(data_dir)
+    if store.exists():
+        return
+    seen: set[Path] = set()
+    for folder in placements_dirs:
+        latest = Path(folder) / LATEST
+        if latest.absolute() in seen:
+            continue
+        seen.add(latest.absolute())
+        running, run_id = _running_in(latest)
+        if not running:
+            continue
+        shown = ", ".join(running[:5]) + (
+            f" and {len(running) - 5} more" if len(running) > 5 else ""
+        )
+        raise InputError(
+            store,
+            "jobs_db.missing",
+            f"the job store is missing, but {latest} (run {run_id}) has {len(running)} job(s) "
+            f"running: {shown}. Scheduling without the store would start them again from zero "
+            "and could give their machines to other jobs, so nothing was scheduled or written. "
+            f"Restore {store.name} from a backup into {store.parent}; or, to start afresh "
+            f"(every job then starts anew), move {latest} aside",
+        )
 
 
 def not_reporting(data_dir: Path, fleet: Fleet) -> tuple[list[int], list[Finding]]:
@@ -577,6 +634,7 @@ def schedule_run(
 
     jobs = load_jobs(jobs_file)
     fleet, inventory, links = load_fleet(data_dir, settings)
+    check_store_present(data_dir, [out_dir, Path(data_dir) / "placements"])
     drained, findings = not_reporting(data_dir, fleet)
     fleet = drain(fleet, drained)
     if drained:

@@ -150,6 +150,13 @@ def _assign(data: Path, settings: Settings, jobs: Path, now: dt.datetime) -> dic
     return json.loads(result.outputs["placements"].read_text())
 
 
+def _afresh(data: Path) -> None:
+    """The next run starts afresh: no job store, and its placements moved aside (a run without
+    the store refuses while latest.json shows jobs running)."""
+    (data / "jobs" / "jobs.db").unlink()
+    (data / "pl" / "latest.json").unlink()
+
+
 def test_assign_reports_the_same_baselines_from_the_cache(
     tiny: Path, settings: Settings, tmp_path: Path
 ) -> None:
@@ -159,7 +166,7 @@ def test_assign_reports_the_same_baselines_from_the_cache(
     fresh = _assign(tiny, settings, jobs, T0)
     cache = tiny / CACHE_FILE
     assert json.loads(cache.read_text())["fleet"] == _fleet_key(tiny, settings)
-    (tiny / "jobs" / "jobs.db").unlink()  # the same run again, now from the cache
+    _afresh(tiny)  # the same run again, now from the cache
     again = _assign(tiny, settings, jobs, T0)
     assert [j["baselines"] for j in again["jobs"]] == [j["baselines"] for j in fresh["jobs"]]
 
@@ -167,7 +174,7 @@ def test_assign_reports_the_same_baselines_from_the_cache(
     links = pd.read_parquet(tiny / schemas.LINKS_FILE)
     links["latency_p50_ms"] *= 3
     fileio.write_parquet(tiny / schemas.LINKS_FILE, links)
-    (tiny / "jobs" / "jobs.db").unlink()
+    _afresh(tiny)
     changed = _assign(tiny, settings, jobs, T0)
     fleet = load_fleet(tiny, settings)[0]
     job = Job(name="gpt", params_b=1.5, layers=48, hidden=1600, seq_len=1024,
@@ -177,7 +184,7 @@ def test_assign_reports_the_same_baselines_from_the_cache(
     assert json.loads(cache.read_text())["fleet"] == fleet_snapshot(fleet)
 
     cache.write_text("{ broken")  # a broken file: the run goes on and writes a good one
-    (tiny / "jobs" / "jobs.db").unlink()
+    _afresh(tiny)
     assert _assign(tiny, settings, jobs, T0)["jobs"][0]["baselines"] == want
     assert json.loads(cache.read_text())["fleet"] == fleet_snapshot(fleet)
 

@@ -227,6 +227,38 @@ def test_a_whole_fleet_system_leaves_the_assign_metrics_to_the_published_schedul
     assert json.loads(metrics.read_text())["strategy"] == "B"
 
 
+def test_a_missing_job_store_with_jobs_running_is_refused_and_nothing_written(
+    tiny: Path, tmp_path: Path, params_file: Path
+) -> None:
+    jobs = write_jobs(tmp_path / "jobs.yaml", spec("bert", "BERT-large", iterations=1_000_000))
+    args = ["--params", params_file, "assign", "--data", tiny, "--jobs", jobs, "--strategy"]
+    # A first run on a folder whose latest.json is System B's (no job runs on it) works.
+    assert runner.invoke(app, [str(a) for a in (*args, "B")]).exit_code == 0
+    assert not jobs_db(tiny).exists()
+    first = runner.invoke(app, [str(a) for a in (*args, "teacher")])
+    assert first.exit_code == 0, first.output
+    # The store is lost while latest.json shows "bert" running: the run refuses, naming both
+    # files and the way out, and writes nothing (no new, empty store either).
+    jobs_db(tiny).unlink()
+    placements = tiny / "placements"
+    before = {p.name: p.read_bytes() for p in placements.iterdir()}
+    refused = runner.invoke(app, [str(a) for a in (*args, "teacher")])
+    assert refused.exit_code == 2, refused.output
+    assert "jobs_db.missing" in refused.output and "Traceback" not in refused.output
+    text = " ".join(refused.output.split())
+    assert str(jobs_db(tiny)) in text and str(placements / "latest.json") in text
+    assert "bert" in text and "backup" in text and "aside" in text
+    assert {p.name: p.read_bytes() for p in placements.iterdir()} == before
+    assert not jobs_db(tiny).exists()
+    # Moved aside, the folder starts afresh.
+    (placements / "latest.json").rename(tmp_path / "latest-aside.json")
+    fresh = runner.invoke(app, [str(a) for a in (*args, "teacher")])
+    assert fresh.exit_code == 0, fresh.output
+    with JobStore(jobs_db(tiny)) as store:
+        again = store.get("bert")
+        assert again is not None and again.state == RUNNING
+
+
 def test_jobs_commands(tiny: Path, tmp_path: Path) -> None:
     jobs = write_jobs(
         tmp_path / "more.yaml",
