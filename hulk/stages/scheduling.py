@@ -9,8 +9,9 @@
 3. `hulk.scheduler.schedule` decides, with the stage planner, which job keeps, starts, waits,
    restarts or moves. When several jobs start now together, the placement strategy (the
    teacher's search, or the champion GNN) lays them out on the machines free after the run's
-   moves, and its plans (with those moves) are kept when the schedule's mean completion time is
-   no worse.
+   moves; a job keeps the strategy's plan when it finishes no later with it than with the
+   scheduler's own, and those plans (with the moves) are kept when the schedule is no worse
+   (`with_strategy_plans`).
 4. The placements file gets every job's ``start_at`` / ``finish_at`` (UTC), what a waiting job
    waits for, and a top-level ``queue`` block; then the store records the new state, a waiting
    job's estimated start and finish with it (`record`; what ``hulk jobs list`` shows).
@@ -391,6 +392,54 @@ def _strategy_group(
     return {p.job.name: (p.plan, p.estimate) for p in placed if p.plan and p.estimate}
 
 
+def _no_later(alt: Decision, own: Decision) -> bool:
+    """Whether a job finishes no later under `alt` than under `own` (without a length: runs no
+    slower once computing)."""
+    if alt.finish_s is not None and own.finish_s is not None:
+        return alt.finish_s <= own.finish_s + 1e-9 * max(1.0, abs(own.finish_s))
+    if alt.cost is None or own.cost is None:
+        return alt.cost is None and own.cost is None
+    return alt.overhead_s <= own.overhead_s and alt.cost.iteration_s <= own.cost.iteration_s
+
+
+def with_strategy_plans(
+    fleet: Fleet,
+    found: Schedule,
+    running: Sequence[Running],
+    waiting: Sequence[Waiting],
+    settings: Settings,
+    plan_fn: PlanMemory,
+    plans: Mapping[str, tuple[Plan, Cost]],
+    deadlines: dict[str, float],
+) -> tuple[Schedule, dict[str, tuple[Plan, Cost]] | None]:
+    """`found` with the strategy's `plans` for the jobs it starts now together, job by job:
+    a job keeps the strategy's plan only when it finishes no later with it than with the
+    scheduler's own (the others are scheduled again on what the kept plans leave), and the
+    result is kept when the schedule is no worse (`hulk.scheduler.with_start_plans`: the
+    run's moves stand). So no job starts on machines slower than the scheduler would give it
+    when faster ones stay free: the next run, with nothing changed, finds no move to make.
+    Returns the schedule and the plans kept (None: the scheduler's own schedule)."""
+    from hulk.scheduler import with_start_plans
+
+    own = {d.job.name: d for d in found.decisions}
+    kept = dict(plans)
+    while kept:
+        # The strategy laid the group out on the machines free after this run's moves: the
+        # alternative keeps those moves (a stopped job's machines are the group's now).
+        alt = with_start_plans(
+            fleet, found, running, waiting, settings.scheduler, plan_fn, kept, deadlines
+        )
+        if alt is None:
+            return found, None
+        decided = {d.job.name: d for d in alt.decisions}
+        worse = [name for name in kept if not _no_later(decided[name], own[name])]
+        if not worse:
+            return (alt, kept) if alt.score() <= found.score() else (found, None)
+        for name in worse:
+            del kept[name]
+    return found, None
+
+
 def _placement(decision: Decision, fleet: Fleet, baselines: BaselineMemory) -> JobPlacement:
     """The placements-file entry of a decision. `baselines` remembers Systems A, B, C per job
     size: they depend on the job's sizes and the whole fleet only (`hulk.baseline_cache`)."""
@@ -629,7 +678,7 @@ def schedule_run(
     from hulk.assign import makespan
     from hulk.baseline_cache import BaselineMemory
     from hulk.jobs import load_jobs
-    from hulk.scheduler import schedule, with_start_plans
+    from hulk.scheduler import schedule
     from hulk.stages.assign import AssignSummary, load_champion, placement_rows
 
     jobs = load_jobs(jobs_file)
@@ -661,13 +710,9 @@ def schedule_run(
             strategy, found, fleet, inventory, links, settings, seed, champion, known
         )
         if fixed:
-            # The strategy laid the group out on the machines free after this run's moves: the
-            # alternative keeps those moves (a stopped job's machines are the group's now).
-            alt = with_start_plans(
-                fleet, found, running, waiting, settings.scheduler, plan_fn, fixed, deadlines
+            found, fixed = with_strategy_plans(
+                fleet, found, running, waiting, settings, plan_fn, fixed, deadlines
             )
-            fixed = fixed if alt is not None and alt.score() <= found.score() else None
-            found = alt if fixed and alt is not None else found
         by_name = {s.job.name: s for s in states}
         placed = [_placement(d, fleet, known) for d in found.decisions]
         scheduled = {
