@@ -177,11 +177,15 @@ def move_cost(
     the old plan is unknown), over the fleet's links; stages fetch in parallel. A stage kept on
     the same machine fetches nothing. Old machines gone from the fleet or drained cannot send:
     with none left the checkpoint is reloaded where it is and only the restart counts.
+
+    Rounded up to whole seconds, as the job store keeps times: the instant the job computes
+    again (now + this) is stored exactly, so the next run at the same clock reads back the
+    same estimates.
     """
     overhead = settings.restart_overhead_s
     alive = [int(n) for n in old_nodes if 0 <= int(n) < fleet.n and fleet.active[int(n)]]
     if not alive:
-        return overhead
+        return _whole_seconds(overhead)
     total = settings.checkpoint_bytes_per_param * job.params
     per_layer = total / job.layers
     holders = _layer_holders(job, old_plan, alive)
@@ -203,7 +207,12 @@ def move_cost(
             latency = min(float(fleet.latency_s[s, node]) for s in sources)
             seconds += per_layer / bandwidth + latency if bandwidth > 0 else math.inf
         slowest = max(slowest, seconds)
-    return overhead + slowest
+    return _whole_seconds(overhead + slowest)
+
+
+def _whole_seconds(seconds: float) -> float:
+    """`seconds` rounded up to a whole second (infinite ones as they are)."""
+    return float(math.ceil(seconds)) if math.isfinite(seconds) else seconds
 
 
 def _layer_holders(job: Job, plan: Plan | None, alive: Sequence[int]) -> dict[int, list[int]]:

@@ -151,6 +151,38 @@ def test_a_machine_that_stopped_reporting_moves_only_its_job(
     assert result.summary.queue is not None and result.summary.queue.drained == [silent]
 
 
+def test_a_run_at_the_same_clock_with_nothing_changed_gives_the_same_estimates(
+    tiny: Path, settings: Settings, tmp_path: Path
+) -> None:
+    # A job restarts elsewhere (its machine stopped reporting) and pays the checkpoint's
+    # transfer; the store keeps when it computes again. A second run at the same clock reads
+    # back that very instant: every estimate is the same, to the byte.
+    jobs = write_jobs(
+        tmp_path / "jobs.yaml",
+        spec("gpt", "GPT-2-1.5B", iterations=1_000_000),
+        spec("bert", "BERT-large", iterations=1_000_000),
+    )
+    first = by_job(assign(tiny, settings, jobs, T0))
+    report = tiny / "validation" / "report.json"
+    report.parent.mkdir(parents=True, exist_ok=True)
+    stale = {
+        "severity": "warning",
+        "rule": "logs.stale_machine",
+        "machines": [first["gpt"]["nodes"][0]],
+    }
+    report.write_text(json.dumps({"findings": [stale]}))
+    later = T0 + dt.timedelta(minutes=15)
+    moved, again = assign(tiny, settings, jobs, later), assign(tiny, settings, jobs, later)
+    assert by_job(moved)["gpt"]["action"] == "restart"
+    assert by_job(moved)["gpt"]["overhead_s"] > settings.scheduler.restart_overhead_s
+    assert by_job(again)["gpt"]["action"] == "keep"
+    for name in ("gpt", "bert"):
+        for key in ("overhead_s", "finish_at", "done_iterations"):
+            assert json.dumps(by_job(moved)[name][key]) == json.dumps(by_job(again)[name][key])
+    for key in ("mean_completion_s", "makespan_s", "ends_at"):
+        assert json.dumps(moved["queue"][key]) == json.dumps(again["queue"][key]), key
+
+
 @pytest.mark.slow
 def test_two_assign_runs_at_once_leave_both_files_and_one_latest(
     tiny: Path, tmp_path: Path, params_file: Path
