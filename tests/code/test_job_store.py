@@ -294,9 +294,9 @@ def test_progress_never_passes_the_jobs_length(tmp_path: Path) -> None:
         assert running.progress(end) == running.progress(end + dt.timedelta(days=1)) == 20.0
         assert running.remaining(end) == 0.0
         assert not running.done_by(end - dt.timedelta(seconds=1)) and running.done_by(end)
-    code, output = jobs_command(folder, "list", "--json")
-    assert code == 0, output
-    assert {r["job"]: r["done_iterations"] for r in json_lines(output)} == {
+    listed = runner.invoke(app, ["jobs", "list", "--json", "--data", str(folder)])
+    assert listed.exit_code == 0, listed.output
+    assert {r["job"]: r["done_iterations"] for r in json_lines(listed.output)} == {
         job.name: 20.0 for job in jobs
     }
     assert jobs_command(folder, "list")[1].count("20 / 20") == 4
