@@ -10,7 +10,6 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-import yaml
 from typer.testing import CliRunner
 
 from hulk.cli import app
@@ -18,18 +17,9 @@ from hulk.errors import InputError
 from hulk.job_store import RUNNING, JobStore
 from hulk.jobs import Job, load_jobs
 from hulk.stages.scheduling import jobs_db
-from tests.code.test_cli_assign import FAST
 from tests.code.test_scheduling import T0, json_lines, spec, write_jobs
 
 runner = CliRunner()
-
-
-@pytest.fixture
-def params_file(tmp_path: Path) -> Path:
-    """params.yaml with a small teacher search."""
-    params = tmp_path / "params.yaml"
-    params.write_text(yaml.safe_dump(FAST))
-    return params
 
 
 @pytest.fixture

@@ -40,14 +40,6 @@ def write_jobs(path: Path, *jobs: dict) -> Path:
 
 
 @pytest.fixture
-def params_file(tmp_path: Path) -> Path:
-    """params.yaml with a small teacher search."""
-    params = tmp_path / "params.yaml"
-    params.write_text(yaml.safe_dump(FAST))
-    return params
-
-
-@pytest.fixture
 def settings(params_file: Path) -> Settings:
     return load_settings(params_file)
 
@@ -124,6 +116,14 @@ def test_a_finished_job_frees_its_machines(tiny: Path, settings: Settings, tmp_p
     assert not set(later["next"]["nodes"]) & set(later["long"]["nodes"])
 
 
+def report_silent(data: Path, machine: int) -> None:
+    """The validation report of a day in which `machine` stopped reporting."""
+    report = data / "validation" / "report.json"
+    report.parent.mkdir(parents=True, exist_ok=True)
+    stale = {"severity": "warning", "rule": "logs.stale_machine", "machines": [machine]}
+    report.write_text(json.dumps({"findings": [stale]}))
+
+
 def test_a_machine_that_stopped_reporting_moves_only_its_job(
     tiny: Path, settings: Settings, tmp_path: Path
 ) -> None:
@@ -134,10 +134,7 @@ def test_a_machine_that_stopped_reporting_moves_only_its_job(
     )
     first = by_job(assign(tiny, settings, jobs, T0))
     silent = first["gpt"]["nodes"][0]
-    report = tiny / "validation" / "report.json"
-    report.parent.mkdir(parents=True, exist_ok=True)
-    stale = {"severity": "warning", "rule": "logs.stale_machine", "machines": [silent]}
-    report.write_text(json.dumps({"findings": [stale]}))
+    report_silent(tiny, silent)
     result = stage.run(
         tiny, settings, jobs_file=jobs, strategy="teacher", out_dir=tiny / "pl",
         now=T0 + dt.timedelta(minutes=15),
@@ -163,14 +160,7 @@ def test_a_run_at_the_same_clock_with_nothing_changed_gives_the_same_estimates(
         spec("bert", "BERT-large", iterations=1_000_000),
     )
     first = by_job(assign(tiny, settings, jobs, T0))
-    report = tiny / "validation" / "report.json"
-    report.parent.mkdir(parents=True, exist_ok=True)
-    stale = {
-        "severity": "warning",
-        "rule": "logs.stale_machine",
-        "machines": [first["gpt"]["nodes"][0]],
-    }
-    report.write_text(json.dumps({"findings": [stale]}))
+    report_silent(tiny, first["gpt"]["nodes"][0])
     later = T0 + dt.timedelta(minutes=15)
     moved, again = assign(tiny, settings, jobs, later), assign(tiny, settings, jobs, later)
     assert by_job(moved)["gpt"]["action"] == "restart"
