@@ -1,8 +1,8 @@
 """Benchmark: a simulated week of the assign run as a scheduler, against the two ways Hulk could
 run without one.
 
-    .venv/bin/python bench/bench_scheduler.py [--seed S] [--seeds S1,S2,…] [--workers W]
-                                              [--days D] [--skip-big]
+    .venv/bin/python bench/bench_scheduler.py [--seed S] [--seeds S1,S2,…] [--weeks N]
+                                              [--workers W] [--days D] [--skip-big]
                                               [--set KEY=VALUE …] [--hulk-only]
 
 The default fleet (params.yaml ``generate.preset``, its expected link table: no logs needed) in
@@ -31,7 +31,8 @@ scenario times assign runs at 1,000 machines (``synthetic-1000``) with 20 jobs i
 One week of arrivals is a noisy judge of a policy: a change of one decision cascades through the
 days after it. ``--seeds`` adds other draws of the default preset's fleet and week (``--workers``
 of them side by side) and prints each seed's ratios, their geometric mean and how many meet the
-target; the checks printed above that table are the default seed's.
+target; ``--weeks N`` adds N other weeks of arrivals and outages on the default fleet itself
+(week 0 is the default week). The checks printed above that table are the default week's.
 
 Trying a change to the scheduler: ``--set KEY=VALUE`` (repeatable) overrides a ``scheduler``
 setting of params.yaml for Hulk's runs, and ``--hulk-only`` runs only Hulk's week on each seed
@@ -108,9 +109,11 @@ class Workload:
     outages: list[Outage]
 
 
-def workload(fleet: Fleet, settings: Settings, seed: int, days: float) -> Workload:
-    """Seeded arrivals (Poisson, 1 job per 2.75 h, plus two bursts of 6) and one outage a day."""
-    rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5343484544]))
+def workload(fleet: Fleet, settings: Settings, seed: int, days: float, week: int = 0) -> Workload:
+    """Seeded arrivals (Poisson, 1 job per 2.75 h, plus two bursts of 6) and one outage a day;
+    `week` > 0 draws another week for the same seed."""
+    entropy = [seed, 0x5343484544] + ([week] if week else [])
+    rng = np.random.default_rng(np.random.SeedSequence(entropy))
     horizon = days * 86_400
     times: list[float] = []
     t = float(rng.exponential(2.75 * 3600))
@@ -472,8 +475,9 @@ def run_seed(
     days: float,
     overrides: dict[str, object] | None = None,
     hulk_only: bool = False,
+    week: int = 0,
 ) -> dict:
-    """Hulk, (a) and (b) on one draw of the default fleet and its week of arrivals (Hulk
+    """Hulk, (a) and (b) on one draw of the default fleet and its `week` of arrivals (Hulk
     alone with `hulk_only`; Hulk's scheduler settings with `overrides`)."""
     settings = load_settings(params)
     inventory = schemas.conform(
@@ -481,7 +485,7 @@ def run_seed(
     )
     links = schemas.conform(expected_links(inventory, seed, settings.generate), schemas.LINKS)
     fleet = Fleet.from_frames(inventory, links, settings.hardware, settings.graph.bandwidth_tiers)
-    work = workload(fleet, settings, seed, days)
+    work = workload(fleet, settings, seed, days, week)
     clock = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="hulk-bench-sched-") as tmp:
         data = Path(tmp) / "data"
@@ -489,7 +493,7 @@ def run_seed(
         hulk = run_hulk(data, inventory, work, with_overrides(settings, overrides or {}), seed)
     hulk["wall_s"] = time.perf_counter() - clock
     if hulk_only:
-        return {"seed": seed, "arrivals": len(work.arrivals), "hulk": hulk}
+        return {"seed": seed, "week": week, "arrivals": len(work.arrivals), "hulk": hulk}
     clock = time.perf_counter()
     today = run_replace(inventory, links, work, settings, seed)
     today["wall_s"] = time.perf_counter() - clock
@@ -498,6 +502,7 @@ def run_seed(
     vs_b = sequential["mean_completion_s"] / hulk["mean_completion_s"]
     return {
         "seed": seed,
+        "week": week,
         "arrivals": len(work.arrivals),
         "outages": len(work.outages),
         "machines": fleet.n,
@@ -512,6 +517,12 @@ def run_seed(
 
 def _hours(s: float) -> str:
     return f"{s / 3600:,.1f} h"
+
+
+def _draw(run: dict) -> str:
+    """A run's seed, and its week when not the seed's default one."""
+    week = run.get("week", 0)
+    return f"{run['seed']}" if not week else f"{run['seed']} w{week}"
 
 
 def _report(run: dict, days: float) -> dict[str, bool]:
@@ -552,28 +563,38 @@ def _report(run: dict, days: float) -> dict[str, bool]:
     }
 
 
+def _summary(label: str, runs: list[dict]) -> None:
+    """The ratios against (a) over `runs`: geometric mean, lowest, how many meet the target."""
+    ratios = np.array([run["vs_replaced"] for run in runs])
+    passed = sum(run["vs_replaced"] >= 1.5 and run["vs_sequential"] >= 1.5 for run in runs)
+    print(
+        f"vs (a), {label} ({len(runs)}): geometric mean {np.exp(np.log(ratios).mean()):.2f}x, "
+        f"lowest {ratios.min():.2f}x; the 1.5x target met on {passed} of {len(runs)}"
+    )
+
+
 def _report_hulk_only(runs: list[dict], days: float, overrides: dict[str, object]) -> None:
     """Hulk's mean completion per seed, beside (a)'s from the last full run that had the seed
     (days must match); nothing is written."""
-    recorded: dict[int, float] = {}
+    recorded: dict[str, float] = {}
     last = ROOT / "bench" / "out" / "scheduler.json"
     if last.exists():
         record = json.loads(last.read_text())
         if record.get("days") == days:
             recorded = {
-                int(row["seed"]): float(row["replaced_mean_completion_s"])
+                _draw(row): float(row["replaced_mean_completion_s"])
                 for row in record.get("seeds", [])
             }
     changed = ", ".join(f"{k}={v}" for k, v in overrides.items()) or "params.yaml as it is"
     print(f"Hulk alone, {days:g} days, scheduler: {changed}")
-    print(f"{'seed':>5}{'jobs':>6}{'Hulk':>10}{'(a)':>10}{'vs (a)':>8}{'moves':>7}{'shared':>8}")
+    print(f"{'seed':>7}{'jobs':>6}{'Hulk':>10}{'(a)':>10}{'vs (a)':>8}{'moves':>7}{'shared':>8}")
     for run in runs:
         hulk = run["hulk"]
         mean = hulk["mean_completion_s"]
-        replaced = recorded.get(run["seed"])
+        replaced = recorded.get(_draw(run))
         cells = ("", "") if replaced is None else (_hours(replaced), f"{replaced / mean:.2f}x")
         print(
-            f"{run['seed']:>5}{run['arrivals']:>6}{_hours(mean):>10}{cells[0]:>10}{cells[1]:>8}"
+            f"{_draw(run):>7}{run['arrivals']:>6}{_hours(mean):>10}{cells[0]:>10}{cells[1]:>8}"
             f"{hulk['moves_for_gain']:>7}{hulk['shared_machine_runs']:>8}"
         )
 
@@ -587,7 +608,13 @@ def main() -> None:
         default=None,
         help="more draws of the default fleet and its week (comma-separated), after --seed",
     )
-    parser.add_argument("--workers", type=int, default=1, help="seeds run side by side")
+    parser.add_argument(
+        "--weeks",
+        type=int,
+        default=0,
+        help="more weeks of arrivals and outages on the default fleet itself, after the seeds",
+    )
+    parser.add_argument("--workers", type=int, default=1, help="weeks run side by side")
     parser.add_argument("--days", type=float, default=7.0)
     parser.add_argument("--params", type=Path, default=ROOT / "params.yaml")
     parser.add_argument("--skip-big", action="store_true")
@@ -613,16 +640,20 @@ def main() -> None:
     except ValueError as error:
         parser.error(f"--set: {error}")
     seed = settings.seed if args.seed is None else args.seed
+    if args.weeks < 0:
+        parser.error("--weeks: a count of weeks, 0 or more")
     seeds = [seed, *(s for s in args.seeds or [] if s != seed)]
+    draws = [(s, 0) for s in seeds] + [(seed, week) for week in range(1, args.weeks + 1)]
     with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
         runs = list(
             pool.map(
                 run_seed,
-                seeds,
-                [args.params] * len(seeds),
-                [args.days] * len(seeds),
-                [overrides] * len(seeds),
-                [args.hulk_only] * len(seeds),
+                [s for s, _ in draws],
+                [args.params] * len(draws),
+                [args.days] * len(draws),
+                [overrides] * len(draws),
+                [args.hulk_only] * len(draws),
+                [week for _, week in draws],
             )
         )
     if args.hulk_only:
@@ -645,22 +676,19 @@ def main() -> None:
         print(f"{'PASS' if ok else 'FAIL'}  {name}")
     if len(runs) > 1:
         # One week of arrivals is a noisy judge of a policy: the same code on other draws.
-        header = f"{'seed':>5}{'jobs':>6}{'load':>6}{'Hulk':>10}{'(a)':>10}"
+        header = f"{'seed':>7}{'jobs':>6}{'load':>6}{'Hulk':>10}{'(a)':>10}"
         print(f"\n{header}{'vs (a)':>8}{'vs (b)':>8}{'moves':>7}{'shared':>8}")
         for run in runs:
             print(
-                f"{run['seed']:>5}{run['arrivals']:>6}{run['offered_load']:>6.2f}"
+                f"{_draw(run):>7}{run['arrivals']:>6}{run['offered_load']:>6.2f}"
                 f"{_hours(run['hulk']['mean_completion_s']):>10}"
                 f"{_hours(run['replaced']['mean_completion_s']):>10}"
                 f"{run['vs_replaced']:>7.2f}x{run['vs_sequential']:>7.0f}x"
                 f"{run['hulk']['moves_for_gain']:>7}{run['hulk']['shared_machine_runs']:>8}"
             )
-        ratios = np.array([run["vs_replaced"] for run in runs])
-        passed = sum(run["vs_replaced"] >= 1.5 and run["vs_sequential"] >= 1.5 for run in runs)
-        print(
-            f"vs (a) over {len(runs)} seeds: geometric mean {np.exp(np.log(ratios).mean()):.2f}x, "
-            f"lowest {ratios.min():.2f}x; the 1.5x target met on {passed} of {len(runs)}"
-        )
+        _summary("every week", runs)
+        if args.weeks:
+            _summary("the default fleet's weeks", [r for r in runs if r["seed"] == seed])
     out = ROOT / "bench" / "out"
     out.mkdir(parents=True, exist_ok=True)
     record = {
