@@ -7,20 +7,21 @@ remaining iterations) and the waiting ones. Times are seconds from now. `schedul
 1. **Running jobs stay put.** A running job keeps its machines and stages unless one of them
    failed or was drained, or its plan no longer runs on the fleet (then it is *displaced*: it
    waits again, first in line, and pays a restart: `move_cost`).
-2. **List scheduling of the waiting jobs.** In turn (see below), each job weighs starting now on
-   the machines free now, starting when the machines of its plan on the whole fleet are all free
-   (that plan, no planning needed), and starting at up to `start_candidates` times machines free
-   up in between (a running or already scheduled job finishes), planned by `plan_fn` on the
-   machines free then and until it would finish, and takes the option that finishes first
-   (ties: the earlier start). A job may use machines committed to a later start when it is done
-   before that start (backfilling). Past `max_plans_per_run` new plans in a run, only options
-   already planned are weighed. A plan seen in the run for a job of the same sizes (running,
-   or asked for) whose machines are free for as long as the job needs is taken without
-   planning when it is as fast as the job's plan on every usable machine no faster than the
-   fastest one free then, or as a faster plan seen on some of those machines (a bound the
-   planner does not beat on fewer machines, like the whole fleet's plan; its search may miss
-   on many machines a plan it found on fewer); starts and slower kinds that bound rules out
-   are not planned at all.
+2. **List scheduling of the waiting jobs.** In turn (see below), each job weighs starting now on the
+   machines free now, starting when the machines of its plan on the whole fleet are all free (that
+   plan, no planning needed), and starting at up to `start_candidates` times machines free up in
+   between (a running or already scheduled job finishes), planned by `plan_fn` on the machines free
+   then and until it would finish, and takes the option that finishes first (ties: the earlier
+   start) — but it starts now when waiting would finish it at most `wait_gain` sooner (seconds from
+   now): a later start is a forecast that shorter work arriving in the meantime pushes back, a start
+   now is not. A job may use machines committed to a later start when it is done before that start
+   (backfilling). Past `max_plans_per_run` new plans in a run, only options already planned are
+   weighed. A plan seen in the run for a job of the same sizes (running, or asked for) whose
+   machines are free for as long as the job needs is taken without planning when it is as fast as
+   the job's plan on every usable machine no faster than the fastest one free then, or as a faster
+   plan seen on some of those machines (a bound the planner does not beat on fewer machines, like
+   the whole fleet's plan; its search may miss on many machines a plan it found on fewer); starts
+   and slower kinds that bound rules out are not planned at all.
    Its machines are then committed from its start until it finishes. A job without a length
    (``iterations`` unknown) starts as soon as it fits. The job's finish is ``start + overhead +
    remaining × iteration_s``. The job then leaves the fastest kind of machine of that option
@@ -633,7 +634,9 @@ def _place_one(
             for t in (0.0, *times.tolist(), *([ideal_at] if math.isfinite(ideal_at) else []))
         }
     )
-    best = _weigh_starts(fleet, job, candidates, timeline, planner, ideal_plan, ideal, length)
+    best = _weigh_starts(
+        fleet, job, candidates, timeline, planner, ideal_plan, ideal, length, settings.wait_gain
+    )
     action = RESTART if job.resumes_from is not None else START
     if best is None:
         if not ideal.feasible:
@@ -705,9 +708,14 @@ def _weigh_starts(
     ideal_plan: Plan | None,
     ideal: Cost,
     length: Callable[[Plan | None, Cost, Sequence[int]], tuple[float, float]],
+    wait_gain: float = 0.0,
 ) -> _Choice | None:
-    """The earliest-finishing option over the candidate starts (None: nothing fits)."""
+    """The earliest-finishing option over the candidate starts (None: nothing fits); the option
+    at the first candidate (starting now) when the earliest-finishing one starts later and
+    finishes at most `wait_gain` sooner, in seconds from now. A later start is a forecast that
+    shorter work arriving in the meantime pushes back; a start now is not."""
     best: _Choice | None = None
+    first: _Choice | None = None
     seen: set[bytes] = set()
     for start in candidates:
         if best is not None and start >= best[0][0]:
@@ -734,8 +742,18 @@ def _weigh_starts(
             continue
         plan, cost, nodes, overhead, finish = option
         key = (finish, start, cost.iteration_s)
+        if start == candidates[0]:
+            first = (key, start, nodes, plan, cost, overhead)
         if best is None or key < best[0]:
             best = (key, start, nodes, plan, cost, overhead)
+    if (
+        first is not None
+        and best is not None
+        and best[1] > first[1]
+        and math.isfinite(best[0][0])
+        and first[0][0] <= (1 + wait_gain) * best[0][0]
+    ):
+        return first
     return best
 
 

@@ -223,6 +223,10 @@ class SchedulerSettings(Section):
     # them takes at most this share longer (they go to the jobs that gain most from them);
     # 0: every job takes its fastest plan.
     leave_fastest_slack: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.1
+    # A waiting job waits for a later start only when that finishes it more than this share
+    # sooner (in seconds from now) than starting now on the machines free now: the later start
+    # is a forecast that shorter work arriving meanwhile pushes back. 0: the earliest finish.
+    wait_gain: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.15
     # The scheduler's planner also searches the whole fleet's candidate sets restricted to the
     # machines free (`hulk.planner.plan_job`'s `fleet_windows`): with the fastest machines busy,
     # windows grown from the free ones alone miss groups the fleet's windows hold.

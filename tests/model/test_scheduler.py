@@ -336,6 +336,35 @@ def test_a_job_leaves_the_fastest_machine_when_it_gains_little_from_it() -> None
     assert far.nodes == (0,)
 
 
+def fast_and_a_quarter_slower() -> Fleet:
+    """Machine 0 computes 1.25× as fast as machine 1; a slow link between them."""
+    return fleet_of([1.25e15, 1e15], [320.0, 320.0], {(0, 1): (100e-3, 1.25e7)})
+
+
+def test_a_job_starts_now_when_waiting_gains_little() -> None:
+    fleet = fast_and_a_quarter_slower()
+    nxt = Job(**{**BERT.__dict__, "name": "BERT-next"})
+    line = [Waiting(nxt, 10_000, 0.0)]
+    no_moves = {"max_moves_per_run": 0}
+
+    def decide(busy_for: float, wait_gain: float):
+        busy = running_on(fleet, BERT, [0], remaining=busy_for)
+        settings = SchedulerSettings(wait_gain=wait_gain, **no_moves)
+        return named(schedule(fleet, [busy], line, settings, planner(fleet)), nxt.name)
+
+    # The fast machine frees after a fifth of the job's work: waiting for it finishes sooner.
+    patient = decide(2_000, 0.0)
+    assert patient.action == WAIT and patient.nodes == (0,) and patient.start_s > 0
+    # Within `wait_gain` of that, the job starts now on the slower machine instead.
+    eager = decide(2_000, 0.15)
+    assert eager.action == START and eager.nodes == (1,) and eager.start_s == 0.0
+    assert patient.finish_s < eager.finish_s <= 1.15 * patient.finish_s
+    # Waiting that gains more than the share is still taken.
+    soon = decide(200, 0.15)
+    assert soon.action == WAIT and soon.nodes == (0,)
+    assert soon.finish_s * 1.15 < eager.finish_s
+
+
 def test_a_running_job_moves_onto_a_fast_machine_a_waiting_job_would_take() -> None:
     fleet = fast_and_slow()
     stuck = running_on(fleet, BERT, [1], remaining=100_000)  # on the machine 100× slower
