@@ -4,8 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # The tests run in one worker process per core (pytest-xdist); a test module stays on one worker,
-# so its module-scoped fixtures (a trained model, a nightly run) are built once.
-PARALLEL := -n auto --dist loadscope
+# so its module-scoped fixtures (a trained model, a nightly run) are built once. The modules are
+# handed out in the order tests/conftest.py gives them (the longest first), not xdist's own.
+PARALLEL := -n auto --dist loadscope --no-loadscope-reorder
 # pytest's temporary folders, one per checkout. pytest's default (/tmp/pytest-of-USER, shared by
 # every checkout and user session) keeps anyone's three newest runs and deletes the older ones
 # when a run ends: several seconds of disk work (tens of seconds on a busy disk) after the last

@@ -32,6 +32,28 @@ def pytest_configure(config: pytest.Config) -> None:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, the longest modules first. Each worker collects, and the modules are
+    handed out in the order collected (`--dist loadscope --no-loadscope-reorder`, see the
+    Makefile). xdist's own order, most tests first, left the modules of a few long tests (`dvc
+    repro`, the nightly flow, the Dask cluster) to the end, where one worker ran them for a
+    minute or more while the other had nothing left. The `slow` marks stand for the cost:
+    modules whose every test is slow first, then those with some slow tests, then the rest;
+    within each, most tests first as before. Only whole modules move, never a test inside one;
+    a run in one process (no xdist) keeps the files' order."""
+    if not hasattr(config, "workerinput"):  # not an xdist worker
+        return
+    modules: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+
+    def cost(tests: list[pytest.Item]) -> tuple[int, int]:
+        slow = sum(item.get_closest_marker("slow") is not None for item in tests)
+        return (0 if slow == len(tests) else 1 if slow else 2, -len(tests))
+
+    items[:] = [item for tests in sorted(modules.values(), key=cost) for item in tests]
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Skip the interpreter's last garbage collection: at exit it walks every object torch, PyG,
@@ -63,7 +85,11 @@ def hulk47() -> Path:
 @pytest.fixture
 def tiny(tmp_path: Path) -> Path:
     """A data folder with six machines: 0–2 in Beijing, 3–5 in Tokyo, every pair linked."""
-    data = tmp_path / "data"
+    return write_tiny(tmp_path / "data")
+
+
+def write_tiny(data: Path) -> Path:
+    """`tiny`'s data folder at `data` (for module-scoped fixtures)."""
     ids = list(range(6))
     beijing = [i < 3 for i in ids]
     inventory = pd.DataFrame(

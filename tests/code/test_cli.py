@@ -19,7 +19,8 @@ from hulk.cli import app
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[2]
 
-# A small, fast window: two days, hourly latency probes.
+# A small, fast window: two days, hourly latency probes; a small teacher search for `assign`
+# (the default's 2,000 evaluations take seconds: these tests check the commands, not the plans).
 TINY = {
     "generate": {
         "days": 2,
@@ -27,6 +28,7 @@ TINY = {
         "throughput_interval_s": 3 * 3600,
     },
     "assign": {"jobs_file": str(REPO / "data" / "jobs" / "upcoming.yaml")},
+    "teacher": {"max_evaluations": 40, "time_budget_s": 20.0, "random_starts": 0},
 }
 
 

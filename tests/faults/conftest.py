@@ -27,7 +27,8 @@ def digest(path: Path) -> str:
 
 @pytest.fixture
 def params(tmp_path: Path) -> Path:
-    """Two days of hourly latency probes on the paper-47 fleet, the last one yesterday."""
+    """Two days of hourly latency probes on the paper-47 fleet, the last one yesterday; a small
+    teacher search (the fault cases check what is refused and what is written, not the plans)."""
     yesterday = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1)
     path = tmp_path / "params.yaml"
     settings = {
@@ -38,6 +39,7 @@ def params(tmp_path: Path) -> Path:
             "probe_interval_s": 3600,
             "throughput_interval_s": 3 * 3600,
         },
+        "teacher": {"max_evaluations": 40, "time_budget_s": 20.0, "random_starts": 0},
     }
     path.write_text(yaml.safe_dump(settings))
     return path

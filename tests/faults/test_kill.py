@@ -79,7 +79,8 @@ def test_kill_9_of_a_run_stops_its_temporary_prefect_server(tmp_path: Path) -> N
 
 @pytest.fixture
 def folder(tmp_path: Path) -> Path:
-    """params.yaml of a folder with its graph: ready to assign."""
+    """params.yaml of a folder with its graph: ready to assign (a small teacher search: what is
+    checked is the publication, not the plan)."""
     data = tmp_path / "data"
     yesterday = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1)
     params = tmp_path / "params.yaml"
@@ -87,6 +88,7 @@ def folder(tmp_path: Path) -> Path:
         f"data_dir: {data}\ngenerate: {{days: 2, end_date: '{yesterday}', "
         "probe_interval_s: 3600, throughput_interval_s: 10800}\n"
         "assign: {strategy: teacher}\n"
+        "teacher: {max_evaluations: 40, time_budget_s: 20.0, random_starts: 0}\n"
     )
     (data / "jobs").mkdir(parents=True)
     shutil.copyfile(REPO / "data" / "jobs" / "upcoming.yaml", data / "jobs" / "upcoming.yaml")

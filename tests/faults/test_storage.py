@@ -49,7 +49,8 @@ def _namespaces() -> bool:
 
 @pytest.fixture(scope="module")
 def good(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder after a good night: validated, ingested, graph, placements and their plot."""
+    """A folder after a good night: validated, ingested, graph, placements and their plot (by a
+    small teacher search: the faults below are about what is written, not about the plans)."""
     import datetime as dt
 
     root = tmp_path_factory.mktemp("storage")
@@ -59,6 +60,7 @@ def good(tmp_path_factory: pytest.TempPathFactory) -> Path:
     params.write_text(
         f"data_dir: {data}\ngenerate: {{days: 2, end_date: '{yesterday}', "
         "probe_interval_s: 3600, throughput_interval_s: 10800}\n"
+        "teacher: {max_evaluations: 40, time_budget_s: 20.0, random_starts: 0}\n"
     )
     (data / "jobs").mkdir(parents=True)
     shutil.copyfile(REPO / "data" / "jobs" / "upcoming.yaml", data / "jobs" / "upcoming.yaml")

@@ -28,13 +28,17 @@ DASK = str(Path(sys.executable).with_name("dask"))
 WORKERS = 2
 
 
-def _stop(process: subprocess.Popen) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+def _stop(processes: list[subprocess.Popen]) -> None:
+    """Terminate `processes` together, then wait for each (a worker takes a second or two to
+    close: one after the other, the workers' waits added up)."""
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +90,8 @@ def cluster(prefect_server: str, tmp_path_factory: pytest.TempPathFactory) -> It
         assert len(pids) == WORKERS and os.getpid() not in pids  # two processes, not this one
         yield address
     finally:
-        for process in reversed(started):
-            _stop(process)
+        _stop(started[1:])  # the workers, then the scheduler
+        _stop(started[:1])
         log.close()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ from hulk.jobs import dump_jobs, preset_jobs
 from hulk.model import HulkGNN, ModelConfig
 from hulk.settings import Settings
 from hulk.stages.assign import load_champion
+from tests.conftest import write_tiny
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -44,13 +46,15 @@ app(sys.argv[2:], prog_name="hulk")
 """
 
 
-@pytest.fixture
-def champion_folder(tiny: Path, tmp_path: Path) -> tuple[Path, Path, Settings]:
-    """`tiny` with a freshly initialised GNN of a small shape registered as champion, and a
-    jobs file of two jobs that start together on it."""
+@pytest.fixture(scope="module")
+def registered(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding `tiny` (data/) with a freshly initialised GNN of a small shape registered
+    as champion, and a jobs file of two jobs that start together on it (jobs.yaml). Built once:
+    a new MLflow database takes seconds to migrate; each test works on a copy of it."""
+    root = tmp_path_factory.mktemp("champion")
+    tiny = write_tiny(root / "data")
     jobs = preset_jobs(["GPT-2-1.5B", "BERT-large"])
-    jobs_file = tmp_path / "jobs.yaml"
-    jobs_file.write_text(dump_jobs(jobs))
+    (root / "jobs.yaml").write_text(dump_jobs(jobs))
     settings = Settings().with_data_dir(tiny)
     from hulk.data_folder import load_frames
 
@@ -75,7 +79,17 @@ def champion_folder(tiny: Path, tmp_path: Path) -> tuple[Path, Path, Settings]:
     )
     registry.record_evaluation(settings, version.version, "test", {"gate/score": 1.0})
     assert registry.promote_if_better(settings, version, "test").promoted
-    return tiny, jobs_file, settings
+    return root
+
+
+@pytest.fixture
+def champion_folder(registered: Path, tmp_path: Path) -> tuple[Path, Path, Settings]:
+    """This test's own copy of `registered` (the tests write placements and damage weights): the
+    data folder, its registry with it, and the jobs file, at the paths a test's own `tiny`
+    folder would have."""
+    shutil.copytree(registered, tmp_path, dirs_exist_ok=True)
+    tiny = tmp_path / "data"
+    return tiny, tmp_path / "jobs.yaml", Settings().with_data_dir(tiny)
 
 
 def _assign_process(data: Path, jobs_file: Path, out: Path) -> tuple[list[str], dict]:

@@ -381,8 +381,10 @@ def test_the_experiment_opens_on_the_model_training_view(history: History) -> No
 
 
 @pytest.mark.slow
-def test_epochs_keep_their_times_so_the_run_shows_how_long_training_took(tmp_path: Path) -> None:
-    settings = Settings(data_dir=tmp_path)
+def test_epochs_keep_their_times_so_the_run_shows_how_long_training_took(history: History) -> None:
+    settings = history.settings.model_copy(
+        update={"mlflow": MlflowSettings(registered_model="epoch-times")}
+    )
     seconds = [1.5, 2.0, 2.5]
     version = registry.log_training_run(
         settings,
@@ -417,7 +419,7 @@ def test_the_ui_link_opens_the_model_training_view(history: History, tmp_path: P
 
 
 @pytest.mark.slow
-def test_a_version_loads_as_an_mlflow_pyfunc_model_and_predicts(tmp_path: Path) -> None:
+def test_a_version_loads_as_an_mlflow_pyfunc_model_and_predicts(history: History) -> None:
     import mlflow.pyfunc
 
     from hulk.features import encode_inputs
@@ -425,7 +427,9 @@ def test_a_version_loads_as_an_mlflow_pyfunc_model_and_predicts(tmp_path: Path) 
     from hulk.model import HulkGNN, ModelConfig
     from hulk.serving import fleet_probabilities, input_example
 
-    settings = Settings(data_dir=tmp_path)
+    settings = history.settings.model_copy(
+        update={"mlflow": MlflowSettings(registered_model="pyfunc")}
+    )
     example = input_example()
     inputs, _ = encode_inputs(
         pd.DataFrame(example["inventory"]),
@@ -447,7 +451,7 @@ def test_a_version_loads_as_an_mlflow_pyfunc_model_and_predicts(tmp_path: Path) 
         settings, {}, [], {}, state_dict=model.state_dict(), config=model.config.to_dict()
     )
     with registry.tracking(settings):
-        loaded = mlflow.pyfunc.load_model(f"models:/hulk-gnn/{version.version}")
+        loaded = mlflow.pyfunc.load_model(f"models:/pyfunc/{version.version}")
         assert loaded.metadata.signature is not None
         predicted = loaded.predict(example)
     assert list(predicted.columns) == ["node_id", "job", "probability"]
@@ -477,8 +481,12 @@ def test_runs_name_their_source_and_commit(history: History) -> None:
 
 
 @pytest.mark.slow
-def test_the_training_data_is_logged_as_the_runs_dataset_input(tmp_path: Path) -> None:
-    settings = Settings(data_dir=tmp_path)
+def test_the_training_data_is_logged_as_the_runs_dataset_input(
+    history: History, tmp_path: Path
+) -> None:
+    settings = history.settings.model_copy(
+        update={"mlflow": MlflowSettings(registered_model="with-datasets")}
+    )
     corpus = registry.TrainingData("corpus", str(tmp_path / "corpus.pt"), "ab" * 32)
     version = registry.log_training_run(
         settings,

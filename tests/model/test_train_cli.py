@@ -34,6 +34,8 @@ def test_train_registers_a_champion_that_assign_then_uses(tmp_path: Path) -> Non
     params = tmp_path / "params.yaml"
     tiny = tiny_params(tmp_path, corpus={"max_machines": 40, "max_evaluations": 300})
     tiny["train"] = {"epochs": 3}
+    # The teacher's first plans (before training) need no 2,000-evaluation search.
+    tiny["teacher"] = {"max_evaluations": 40, "time_budget_s": 20.0, "random_starts": 0}
     del tiny["assign"]["placements_dir"], tiny["flows"]
     params.write_text(yaml.safe_dump(tiny))
     # Before any training the default strategy is the teacher.
