@@ -8,7 +8,9 @@ run without one.
 The default fleet (params.yaml ``generate.preset``, its expected link table: no logs needed) in
 a temporary data folder. Jobs arrive for `--days` days (Poisson arrivals plus bursts; the
 presets' sizes, small models most often; each job's length drawn log-normal around 12 hours
-of its best plan on the whole fleet); machines fail and come back (their status in machines.csv).
+of its best plan on the whole fleet; a job no plan on the whole fleet holds, as OPT-175B on a
+fleet without the memory, is left out and named); machines fail and come back (their status in
+machines.csv).
 Every 15 simulated minutes, while jobs remain:
 
 * **Hulk** runs the real assign step (`hulk.stages.assign.run`, strategy teacher, the job store
@@ -107,6 +109,9 @@ class Outage:
 class Workload:
     arrivals: list[Arrival]
     outages: list[Outage]
+    # Jobs drawn but left out: no plan on the whole fleet holds them (a fleet without the
+    # memory for OPT-175B), so no policy could ever finish them.
+    cannot_hold: list[str] = field(default_factory=list)
 
 
 def workload(fleet: Fleet, settings: Settings, seed: int, days: float, week: int = 0) -> Workload:
@@ -128,13 +133,18 @@ def workload(fleet: Fleet, settings: Settings, seed: int, days: float, week: int
     every = fleet.active_indices()
     reference: dict[str, float] = {}
     arrivals = []
+    cannot_hold = []
     for k, at in enumerate(times):
         preset = PRESET_JOBS[names[int(rng.choice(len(names), p=weights / weights.sum()))]]
         if preset.name not in reference:
             reference[preset.name] = plan_job(preset, fleet, every, settings.planner)[1].iteration_s
         hours = float(np.clip(rng.lognormal(math.log(12.0), 1.0), 1.0, 96.0))
+        name = f"{preset.name}-{k:03d}"
+        if not math.isfinite(reference[preset.name]):
+            cannot_hold.append(name)  # drawn all the same: the other jobs stay as they were
+            continue
         iterations = max(1, math.ceil(hours * 3600 / reference[preset.name]))
-        job = Job(**{**preset.__dict__, "name": f"{preset.name}-{k:03d}", "iterations": iterations})
+        job = Job(**{**preset.__dict__, "name": name, "iterations": iterations})
         arrivals.append(Arrival(job, round(at)))
     outages = []
     ids = fleet.node_ids[every]
@@ -142,7 +152,11 @@ def workload(fleet: Fleet, settings: Settings, seed: int, days: float, week: int
         outages.append(
             Outage(int(rng.choice(ids)), float(at), float(at + rng.uniform(1, 12) * 3600))
         )
-    return Workload(arrivals, outages)
+    if not arrivals:
+        raise SystemExit(
+            f"the fleet of seed {seed} holds none of the jobs drawn ({', '.join(cannot_hold)})"
+        )
+    return Workload(arrivals, outages, cannot_hold)
 
 
 def offered_load(fleet: Fleet, work: Workload, settings: Settings) -> float:
@@ -493,7 +507,13 @@ def run_seed(
         hulk = run_hulk(data, inventory, work, with_overrides(settings, overrides or {}), seed)
     hulk["wall_s"] = time.perf_counter() - clock
     if hulk_only:
-        return {"seed": seed, "week": week, "arrivals": len(work.arrivals), "hulk": hulk}
+        return {
+            "seed": seed,
+            "week": week,
+            "arrivals": len(work.arrivals),
+            "cannot_hold": work.cannot_hold,
+            "hulk": hulk,
+        }
     clock = time.perf_counter()
     today = run_replace(inventory, links, work, settings, seed)
     today["wall_s"] = time.perf_counter() - clock
@@ -504,6 +524,7 @@ def run_seed(
         "seed": seed,
         "week": week,
         "arrivals": len(work.arrivals),
+        "cannot_hold": work.cannot_hold,
         "outages": len(work.outages),
         "machines": fleet.n,
         "offered_load": offered_load(fleet, work, settings),
@@ -533,6 +554,11 @@ def _report(run: dict, days: float) -> dict[str, bool]:
         f"{run['arrivals']} jobs over {days:g} days, {run['outages']} outages, "
         f"{run['machines']} machines, offered load {run['offered_load']:.2f}"
     )
+    if run["cannot_hold"]:
+        print(
+            f"left out: {len(run['cannot_hold'])} jobs no plan on the whole fleet holds "
+            f"({', '.join(run['cannot_hold'])})"
+        )
     print(f"{'policy':<34}{'mean completion':>18}{'jobs':>6}")
     for name, result in (
         ("Hulk scheduler", hulk),
@@ -597,6 +623,9 @@ def _report_hulk_only(runs: list[dict], days: float, overrides: dict[str, object
             f"{_draw(run):>7}{run['arrivals']:>6}{_hours(mean):>10}{cells[0]:>10}{cells[1]:>8}"
             f"{hulk['moves_for_gain']:>7}{hulk['shared_machine_runs']:>8}"
         )
+    for run in runs:
+        if run.get("cannot_hold"):
+            print(f"{_draw(run)}: left out, no plan holds them: {', '.join(run['cannot_hold'])}")
 
 
 def main() -> None:

@@ -223,6 +223,20 @@ def _stage_records(replicas: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [stage for replica in replicas for stage in replica.get("stages", [])]
 
 
+# A plan is remembered by the job's sizes, not its name: the planner's reasons begin with the
+# name of the job they were planned for, so they are stored with this in its place and read
+# back with the name of the job asking (a second OPT-175B job is not told the first one does
+# not fit).
+JOB_IN_REASON = "<job>"
+
+
+def _reason_named(reason: str | None, name: str, as_name: str) -> str | None:
+    """`reason` with its leading `name` (when it begins with it) written as `as_name`."""
+    if reason is None or not reason.startswith(name):
+        return reason
+    return as_name + reason[len(name) :]
+
+
 @dataclasses.dataclass(frozen=True)
 class RememberedPlan:
     """A stage plan as the job store remembers it (JSON): the plan's records, or None when the
@@ -236,7 +250,9 @@ class RememberedPlan:
     reason: str | None
 
     @classmethod
-    def of(cls, plan: Plan | None, cost: Cost, fleet: Fleet) -> RememberedPlan:
+    def of(cls, plan: Plan | None, cost: Cost, fleet: Fleet, job_name: str) -> RememberedPlan:
+        """`plan` and `cost` as planned for the job named `job_name`."""
+
         def stored(seconds: float) -> float | None:
             return seconds if math.isfinite(seconds) else None
 
@@ -246,7 +262,7 @@ class RememberedPlan:
             compute_s=stored(cost.compute_s),
             comm_s=stored(cost.comm_s),
             feasible=cost.feasible,
-            reason=cost.reason,
+            reason=_reason_named(cost.reason, job_name, JOB_IN_REASON),
         )
 
     @classmethod
@@ -274,7 +290,8 @@ class RememberedPlan:
             },
         }
 
-    def restore(self, fleet: Fleet) -> tuple[Plan | None, Cost]:
+    def restore(self, fleet: Fleet, job_name: str) -> tuple[Plan | None, Cost]:
+        """The plan and cost for the job named `job_name` (its reason names that job)."""
         from hulk.cost import Cost, Plan
 
         def seconds(value: float | None) -> float:
@@ -285,7 +302,7 @@ class RememberedPlan:
             seconds(self.compute_s),
             seconds(self.comm_s),
             feasible=self.feasible,
-            reason=self.reason,
+            reason=_reason_named(self.reason, JOB_IN_REASON, job_name),
         )
         return (Plan.from_records(fleet, self.plan) if self.plan else None), cost
 
@@ -302,7 +319,9 @@ class PlanMemory:
         self.fleet_key = fleet_snapshot(fleet)
         planner = settings.planner.model_dump(mode="json")
         windows = settings.scheduler.fleet_windows
-        head = json.dumps([self.fleet_key, planner, windows], sort_keys=True)
+        # "reasons: <job>": plans remembered before reasons were stored without the job's name
+        # are not read (their reasons name whichever job was planned first).
+        head = json.dumps([self.fleet_key, planner, windows, "reasons: <job>"], sort_keys=True)
         self.head = hashlib.sha256(head.encode()).hexdigest()
         self.new: dict[str, RememberedPlan] = {}
         self.used: dict[str, RememberedPlan] = {}
@@ -333,7 +352,7 @@ class PlanMemory:
         known = self._known(key)
         if known is not None:
             self.used[key] = known
-            return known.restore(self.fleet)
+            return known.restore(self.fleet, job.name)
         plan, cost = plan_job(
             job,
             self.fleet,
@@ -341,7 +360,7 @@ class PlanMemory:
             self.settings.planner,
             fleet_windows=self.settings.scheduler.fleet_windows,
         )
-        self.new[key] = RememberedPlan.of(plan, cost, self.fleet)
+        self.new[key] = RememberedPlan.of(plan, cost, self.fleet, job.name)
         return plan, cost
 
     def save(self, now: dt.datetime) -> None:

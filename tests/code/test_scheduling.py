@@ -480,6 +480,24 @@ def test_plans_are_remembered_across_runs(tiny: Path, settings: Settings, tmp_pa
         assert len(other.new) == 1
 
 
+def test_a_job_the_fleet_cannot_hold_is_told_why_in_its_own_name(
+    tiny: Path, settings: Settings, tmp_path: Path
+) -> None:
+    # Plans are remembered by the job's sizes: the second OPT-175B job (and both in a later run,
+    # from the store) must not read the first one's name in its reason.
+    jobs = write_jobs(
+        tmp_path / "jobs.yaml",
+        spec("opt-first", "OPT-175B", iterations=10),
+        spec("opt-second", "OPT-175B", iterations=10),
+    )
+    for minutes in (0, 15):
+        doc = by_job(assign(tiny, settings, jobs, T0 + dt.timedelta(minutes=minutes)))
+        for name, other in (("opt-first", "opt-second"), ("opt-second", "opt-first")):
+            assert doc[name]["action"] == "never"
+            assert doc[name]["reason"].startswith(f"{name} needs 2800 GB")
+            assert other not in doc[name]["reason"]
+
+
 def test_the_scheduler_plans_free_machines_in_the_whole_fleets_windows(tmp_path: Path) -> None:
     # The default fleet (seed 7) with its 998-TFLOP/s machines busy: the scheduler's planner
     # (`scheduler.fleet_windows`) finds GPT-2-1.5B's group among the machines free, as fast as
