@@ -27,7 +27,9 @@ remaining iterations) and the waiting ones. Times are seconds from now. `schedul
    remaining × iteration_s``. The job then leaves the fastest kind of machine of that option
    when a plan without it, at the same start, takes at most `leave_fastest_slack` longer: jobs
    that gain little from the fastest machines leave them to the jobs that gain most
-   (heterogeneity-aware allocation).
+   (heterogeneity-aware allocation). While other jobs wait, it then halves its plan's
+   data-parallel replicas as often as its run stays within `share_slack` of the plan's: the
+   machines a job gains little from start the next job sooner.
 3. **Orders tried**: shortest remaining work first (work = iterations × the job's seconds per
    iteration on the whole free fleet), arrival order and, when a job has a deadline, earliest
    deadline first, each within
@@ -60,7 +62,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from hulk.cost import Cost, Fleet, Plan, lower_bound
+from hulk.cost import Cost, Fleet, Plan, iteration_time, lower_bound
 from hulk.jobs import Job, job_sizes
 from hulk.settings import SchedulerSettings
 
@@ -578,7 +580,9 @@ def _list_schedule(
         timeline.reserve(decision.nodes, 0.0, ends, run.job.name)
         decisions.append(decision)
     for job in order:
-        decision = _place_one(fleet, usable, timeline, job, settings, planner)
+        decision = _place_one(
+            fleet, usable, timeline, job, settings, planner, others_wait=len(order) > 1
+        )
         decision = replace(decision, deadline_s=deadlines.get(job.job.name))
         if decision.nodes and decision.start_s is not None:
             ends = math.inf if decision.finish_s is None else decision.finish_s
@@ -602,6 +606,7 @@ def _place_one(
     job: Waiting,
     settings: SchedulerSettings,
     planner: _Planner,
+    others_wait: bool = False,
 ) -> Decision:
     """The earliest-finishing option of one waiting job (module docstring, step 2): starting
     now, when the machines of its plan on the whole fleet are free for as long as it needs (no
@@ -669,6 +674,10 @@ def _place_one(
         length,
         settings,
     )
+    if others_wait:
+        plan, cost, nodes, overhead, finish = _fewer_replicas(
+            fleet, job, start, (plan, cost, nodes, overhead, finish), length, settings
+        )
     waits_for: tuple[str, ...] = ()
     reason = None
     if start > 0:
@@ -760,6 +769,40 @@ def _weigh_starts(
 _Option = tuple[
     Plan | None, Cost, np.ndarray, float, float
 ]  # plan, cost, machines, overhead, finish
+
+
+def _fewer_replicas(
+    fleet: Fleet,
+    job: Waiting,
+    start: float,
+    chosen: _Option,
+    length: Callable[[Plan | None, Cost, Sequence[int]], tuple[float, float]],
+    settings: SchedulerSettings,
+) -> _Option:
+    """The `chosen` plan with its data-parallel replicas halved (rounding up) as often as the
+    run stays within `share_slack` of the chosen one; else `chosen`. Called while other jobs
+    wait: past a few replicas a job gains little from more machines (each replica adds an
+    allreduce peer for a smaller share of the batch), and the machines it leaves start the
+    next job sooner — the fleet's throughput under contention (Pollux, Sia)."""
+    plan, _, _, _, finish = chosen
+    if settings.share_slack <= 0 or plan is None or job.remaining is None:
+        return chosen
+    if not math.isfinite(finish):
+        return chosen
+    limit = (1 + settings.share_slack) * (finish - start)
+    best = chosen
+    replicas = plan.data_parallel
+    while replicas > 1:
+        replicas = (replicas + 1) // 2
+        fewer = Plan(plan.replicas[:replicas])
+        cost = iteration_time(job.job, fleet, fewer)
+        if not cost.feasible:
+            break
+        overhead, run = length(fewer, cost, fewer.nodes)
+        if run > limit:
+            break
+        best = (fewer, cost, np.asarray(fewer.nodes, np.int64), overhead, start + run)
+    return best
 
 
 def _leave_fastest(

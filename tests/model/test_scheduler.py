@@ -365,6 +365,39 @@ def test_a_job_starts_now_when_waiting_gains_little() -> None:
     assert soon.finish_s * 1.15 < eager.finish_s
 
 
+def one_site(n: int) -> Fleet:
+    """n alike machines, every pair at 1 ms and 10 GB/s."""
+    links = {(i, j): (1e-3, 1.25e9) for i in range(n) for j in range(i + 1, n)}
+    return fleet_of([1e14] * n, [320.0] * n, links)
+
+
+def test_a_job_leaves_replicas_it_gains_little_from_to_a_waiting_one() -> None:
+    # BERT-large's plan on 8 alike machines is two replicas of 4 stages; one replica on 4 of
+    # them is about 29 % slower, on half the machines.
+    fleet = one_site(8)
+    first = Job(**{**BERT.__dict__, "name": "BERT-first"})
+    second = Job(**{**BERT.__dict__, "name": "BERT-second"})
+    line = [Waiting(first, 10_000, -10.0), Waiting(second, 10_000, 0.0)]
+
+    def decide(share_slack: float, jobs: list[Waiting]):
+        settings = SchedulerSettings(share_slack=share_slack, max_moves_per_run=0)
+        return schedule(fleet, [], jobs, settings, planner(fleet))
+
+    whole = decide(0.0, line)
+    assert {len(d.nodes) for d in whole.decisions} == {8}
+    assert sorted(d.action for d in whole.decisions) == [START, WAIT]
+    fastest = min(d.finish_s for d in whole.decisions)
+    shared = decide(0.3, line)
+    assert [d.action for d in shared.decisions] == [START, START]
+    a, b = (set(d.nodes) for d in shared.decisions)
+    assert len(a) == len(b) == 4 and not a & b
+    assert all(fastest < d.finish_s <= 1.3 * fastest for d in shared.decisions)
+    assert shared.mean_completion_s < whole.mean_completion_s
+    # Slower than the share allows: the whole plan; and no job waiting: the whole plan.
+    assert [len(d.nodes) for d in decide(0.25, line).decisions] == [8, 8]
+    assert len(decide(0.3, line[:1]).decisions[0].nodes) == 8
+
+
 def test_a_running_job_moves_onto_a_fast_machine_a_waiting_job_would_take() -> None:
     fleet = fast_and_slow()
     stuck = running_on(fleet, BERT, [1], remaining=100_000)  # on the machine 100× slower
