@@ -1,10 +1,10 @@
 """The scheduler's promises on a family of fleets no other test names: machines of several kinds
-in two to five sites, links of every speed, some sites unreachable from others, machines that
+in one to five sites, links of every speed, some sites unreachable from others, machines that
 fail and come back. Jobs arrive over half a day and run to their end through the job store
 (`hulk.stages.scheduling`: the store's state in, the schedule recorded), one assign run at
-every event (an arrival, a failure, a return, a published start or finish) on the 15-minute
-grid. Every run must keep the promises of docs/design.md#scheduler; every job the fleet holds
-must finish."""
+every event (an arrival, a failure, a return, a published start or finish, a job marked
+finished or cancelled) on the 15-minute grid. Every run keeps the promises of
+docs/design.md#assignment-and-re-planning; every job the fleet holds finishes."""
 
 from __future__ import annotations
 
