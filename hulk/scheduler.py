@@ -245,7 +245,7 @@ class _Planner:
     """`plan_fn` with a cache by (job, machine set): orders and move trials share plans.
 
     Optional questions (every option but a job's plan on the whole fleet) stop being asked once
-    `budget` of them were planned anew in this run; plans `plan_fn` remembers (its ``remembers``
+    `budget` plans were made anew in this run; plans `plan_fn` remembers (its ``remembers``
     method, when it has one) are always answered. Deterministic: the questions come in a fixed
     order."""
 
@@ -287,9 +287,7 @@ class _Planner:
             known = remembers is not None and remembers(job, nodes)
             if optional and not known and self.made >= self.budget:
                 return None
-            # The budget is for options: a job's plan on the whole fleet, always asked, does
-            # not spend it (a run that must plan many jobs anew still weighs their options).
-            self.made += optional and not known
+            self.made += not known
             self.cache[key] = self.plan_fn(job, nodes)
             self.learn(job, *self.cache[key])
         return self.cache[key]

@@ -252,26 +252,6 @@ def test_a_planning_budget_bounds_the_work_and_keeps_every_job_scheduled() -> No
     assert tight.mean_completion_s >= unbounded.mean_completion_s - 1e-6
 
 
-def test_the_planning_budget_is_for_options_not_for_each_jobs_plan_on_the_whole_fleet() -> None:
-    # Four jobs new to the run: their plans on the whole fleet do not spend the budget, so a
-    # budget of one still plans one option (before, a run that had to plan four jobs anew
-    # weighed none of their options and could keep a move against that poorer schedule).
-    fleet = two_sites()
-    busy = running_on(fleet, GPT2, [0, 1, 2, 3], remaining=20_000)
-    other = Job(**{**GPT2.__dict__, "name": "GPT-2-1.5B-b"})
-    jobs = [Waiting(BERT, 5_000, 0.0), Waiting(T5, 2_000, 0.0), Waiting(other, 3_000, 0.0)]
-    whole = {(j.job.name, tuple(range(8))) for j in [busy, *jobs]}
-    asked: list[tuple[str, tuple[int, ...]]] = []
-
-    def counted(job: Job, nodes: np.ndarray):
-        asked.append((job.name, tuple(int(n) for n in np.sort(nodes))))
-        return plan_job(job, fleet, nodes, PlannerSettings())
-
-    schedule(fleet, [busy], jobs, SchedulerSettings(max_plans_per_run=1), counted)
-    assert whole <= set(asked)
-    assert len(set(asked) - whole) == 1
-
-
 def test_a_short_job_fills_the_gap_before_a_reservation() -> None:
     links = {(i, j): (1e-3, 1.25e9) for i in range(8) for j in range(i + 1, 8)}
     fleet = fleet_of([1e14] * 8, [320.0] * 8, links)
