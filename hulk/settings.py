@@ -208,8 +208,8 @@ class SchedulerSettings(Section):
     checkpoint_bytes_per_param: PositiveFloat = 16.0
     # A waiting job considers starting now and at this many of the next times machines free up.
     start_candidates: Annotated[int, Field(ge=1)] = 8
-    # Plans made anew per run beyond each job's plan on the whole fleet (plans remembered from
-    # earlier runs are free): bounds a run's time on long queues.
+    # Plans made anew per run, each job's plan on the whole fleet among them (those are always
+    # made; plans remembered from earlier runs are free): bounds a run's time on long queues.
     max_plans_per_run: Annotated[int, Field(ge=0)] = 8
     # A running job is moved only when the schedule's mean completion time drops by more than
     # this share (the move's cost is already in it); at most this many moves per run.
