@@ -179,7 +179,9 @@ def move_cost(
     × params`` bytes from the old machines that held those layers (any surviving old machine when
     the old plan is unknown), over the fleet's links; stages fetch in parallel. A stage kept on
     the same machine fetches nothing. Old machines gone from the fleet or drained cannot send:
-    with none left the checkpoint is reloaded where it is and only the restart counts.
+    with none left the checkpoint is reloaded where it is and only the restart counts. Infinite
+    when a new stage cannot reach any old machine holding its layers (no path between them):
+    the scheduler then gives the job no option there.
 
     Rounded up to whole seconds, as the job store keeps times: the instant the job computes
     again (now + this) is stored exactly, so the next run at the same clock reads back the
@@ -656,12 +658,16 @@ def _place_one(
                 )
             return Decision(job.job, NEVER, submitted_s=job.submitted_s, reason=why)
         holders = timeline.endless()
+        wait_reason = "waits for machines held by jobs without a length: " + ", ".join(holders)
+        if job.resumes_from is not None:
+            # Free machines its checkpoint cannot reach (no path from where it lies) are none
+            # of its options.
+            where = [fleet.node_id(n) for n in job.resumes_from.nodes]
+            wait_reason = f"waits for machines its checkpoint on {where} can reach" + (
+                ", held by jobs without a length: " + ", ".join(holders) if holders else ""
+            )
         return Decision(
-            job.job,
-            WAIT,
-            submitted_s=job.submitted_s,
-            waits_for=tuple(holders),
-            reason="waits for machines held by jobs without a length: " + ", ".join(holders),
+            job.job, WAIT, submitted_s=job.submitted_s, waits_for=tuple(holders), reason=wait_reason
         )
     (finish, _, _), start, nodes, plan, cost, overhead = best
     plan, cost, nodes, overhead, finish = _leave_fastest(
@@ -854,18 +860,24 @@ def _option_at(
 ) -> _Option | None:
     """The job's plan starting at `start` on machines free then and until it finishes: (plan,
     cost, machines, overhead, finish), or None (nothing fits, or over the planning budget)."""
+    # A job resuming from a checkpoint no path reaches these machines from (sites that cannot
+    # talk) has no option on them: its move cost is infinite.
     if ideal_plan is not None and ideal.feasible:
         nodes = list(ideal_plan.nodes)
         overhead, seconds = length(ideal_plan, ideal, nodes)
-        if not timeline.clashes(nodes, start, start + seconds):
+        if math.isfinite(overhead) and not timeline.clashes(nodes, start, start + seconds):
             return ideal_plan, ideal, np.asarray(nodes, np.int64), overhead, start + seconds
     free = np.zeros(len(timeline.usable), bool)
     free[avail] = True
 
     def fits(plan: Plan, cost: Cost) -> bool:
         nodes = list(plan.nodes)
-        seconds = length(plan, cost, nodes)[1]
-        return bool(free[nodes].all()) and not timeline.clashes(nodes, start, start + seconds)
+        overhead, seconds = length(plan, cost, nodes)
+        return (
+            math.isfinite(overhead)
+            and bool(free[nodes].all())
+            and not timeline.clashes(nodes, start, start + seconds)
+        )
 
     # A plan seen in this run for a job of the same sizes, on machines free for as long as it
     # needs (another job's plan on the machines it leaves, say): when it is as fast as the plan
@@ -882,6 +894,8 @@ def _option_at(
         if bound is not None and cost.iteration_s <= max(ideal.iteration_s, bound):
             return seen_option
     planned = _planned_at(job, start, avail, timeline, planner, length)
+    if planned is not None and not math.isfinite(planned[3]):
+        planned = None
     if seen_option is None or (planned is not None and planned[4] < seen_option[4]):
         return planned
     return seen_option
@@ -947,11 +961,18 @@ def _best_move(
 
 
 def _accepts(trial: Schedule, current: Schedule, limit: float) -> bool:
+    # The mean counts the jobs whose finish is known: a move that leaves one unknown would
+    # lower it by dropping that job.
     return (
         trial.mean_completion_s is not None
         and trial.missed_deadlines <= current.missed_deadlines
+        and _finishes_known(trial) >= _finishes_known(current)
         and trial.mean_completion_s < limit
     )
+
+
+def _finishes_known(found: Schedule) -> int:
+    return sum(d.finish_s is not None for d in found.decisions)
 
 
 def _best_growth(
@@ -989,6 +1010,8 @@ def _best_growth(
         if not cost.feasible or plan is None or cost.iteration_s >= run.cost.iteration_s:
             continue
         overhead = move_cost(run.job, fleet, run.nodes, run.plan, plan, plan.nodes, settings)
+        if not math.isfinite(overhead):
+            continue  # its checkpoint cannot reach those machines
         moved = Running(
             run.job,
             tuple(int(n) for n in plan.nodes),

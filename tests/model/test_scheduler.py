@@ -312,6 +312,34 @@ def test_a_stopped_job_resumes_from_its_checkpoint() -> None:
     assert back.finish_s == pytest.approx(fresh.finish_s + SETTINGS.restart_overhead_s)
 
 
+def test_a_stopped_job_resumes_only_where_its_checkpoint_can_reach() -> None:
+    # Machines 0–3 and 4–7: two groups with no path between them. BERT-large's checkpoint lies
+    # on machine 0, in the group a job without a length holds; the other group is free but
+    # cannot fetch the checkpoint. The job waits, saying why, rather than "restart" there
+    # with an endless transfer (which also dropped it from the mean a move is weighed by).
+    links = {
+        (i, j): (1e-3, 1.25e9) for i in range(8) for j in range(i + 1, 8) if (i < 4) == (j < 4)
+    }
+    fleet = fleet_of([1e14] * 8, [320.0] * 8, links)
+    endless = running_on(fleet, GPT2, [0, 1, 2, 3], remaining=None)
+    was = running_on(fleet, BERT, [0], remaining=1)
+    line = [Waiting(BERT, 50_000, -60.0, checkpoint=was)]
+    found = schedule(fleet, [endless], line, SETTINGS, planner(fleet))
+    back = named(found, BERT.name)
+    assert back.action == WAIT and back.start_s is None and back.nodes == ()
+    assert back.reason == (
+        "waits for machines its checkpoint on [0] can reach, held by jobs without a length: "
+        "GPT-2-1.5B"
+    )
+    assert back.waits_for == (GPT2.name,)
+    assert named(found, GPT2.name).action == KEEP and found.moves == []
+    # Once its group frees, it resumes there.
+    found = schedule(fleet, [], line, SETTINGS, planner(fleet))
+    back = named(found, BERT.name)
+    assert back.action == RESTART and set(back.nodes) <= {0, 1, 2, 3}
+    assert math.isfinite(back.overhead_s) and back.finish_s is not None
+
+
 def fastest_and_nearly() -> Fleet:
     """Machine 0 is the fastest; machine 1 computes `1 / 1.05` as fast; fast links."""
     return fleet_of([1.05e15, 1e15], [320.0, 320.0], {(0, 1): (1e-3, 1.25e9)})
