@@ -735,7 +735,7 @@ def _weigh_starts(
     for start in candidates:
         if best is not None and start >= best[0][0]:
             break  # starting later cannot finish earlier
-        avail = np.flatnonzero(timeline.free_at(start))
+        avail = _reached(fleet, job.resumes_from, np.flatnonzero(timeline.free_at(start)))
         if not len(avail) or avail.tobytes() in seen:
             continue
         seen.add(avail.tobytes())
@@ -770,6 +770,18 @@ def _weigh_starts(
     ):
         return first
     return best
+
+
+def _reached(fleet: Fleet, checkpoint: Running | None, nodes: np.ndarray) -> np.ndarray:
+    """The machines of `nodes` a job's checkpoint can reach: those mutually reachable with a
+    surviving machine it lies on (all of `nodes` without a checkpoint, or when none of its
+    machines survives: it is then reloaded where it is kept)."""
+    if checkpoint is None:
+        return nodes
+    alive = [n for n in checkpoint.nodes if 0 <= n < fleet.n and fleet.active[n]]
+    if not alive:
+        return nodes
+    return nodes[np.isin(fleet.component[nodes], fleet.component[alive])]
 
 
 _Option = tuple[
@@ -1002,7 +1014,9 @@ def _best_growth(
     for run in kept:
         if run.remaining is None or run.ready_s > 0 or run.action != KEEP:
             continue
-        pool = np.flatnonzero(free_now | np.isin(np.arange(fleet.n), run.nodes))
+        pool = _reached(
+            fleet, run, np.flatnonzero(free_now | np.isin(np.arange(fleet.n), run.nodes))
+        )
         found = planner(run.job, pool, optional=True)
         if found is None:
             break

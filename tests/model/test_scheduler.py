@@ -313,14 +313,14 @@ def test_a_stopped_job_resumes_from_its_checkpoint() -> None:
 
 
 def test_a_stopped_job_resumes_only_where_its_checkpoint_can_reach() -> None:
-    # Machines 0–3 and 4–7: two groups with no path between them. BERT-large's checkpoint lies
-    # on machine 0, in the group a job without a length holds; the other group is free but
-    # cannot fetch the checkpoint. The job waits, saying why, rather than "restart" there
-    # with an endless transfer (which also dropped it from the mean a move is weighed by).
+    # Machines 0–3 and 4–7 (twice as fast): two groups with no path between them. BERT-large's
+    # checkpoint lies on machine 0, in the group a job without a length holds; the other group
+    # is free but cannot fetch the checkpoint. The job waits, saying why, rather than "restart"
+    # there with an endless transfer (which also dropped it from the mean a move is weighed by).
     links = {
         (i, j): (1e-3, 1.25e9) for i in range(8) for j in range(i + 1, 8) if (i < 4) == (j < 4)
     }
-    fleet = fleet_of([1e14] * 8, [320.0] * 8, links)
+    fleet = fleet_of([1e14] * 4 + [2e14] * 4, [320.0] * 8, links)
     endless = running_on(fleet, GPT2, [0, 1, 2, 3], remaining=None)
     was = running_on(fleet, BERT, [0], remaining=1)
     line = [Waiting(BERT, 50_000, -60.0, checkpoint=was)]
@@ -333,7 +333,7 @@ def test_a_stopped_job_resumes_only_where_its_checkpoint_can_reach() -> None:
     )
     assert back.waits_for == (GPT2.name,)
     assert named(found, GPT2.name).action == KEEP and found.moves == []
-    # Once its group frees, it resumes there.
+    # Once its group frees, it resumes there, though the other group is faster.
     found = schedule(fleet, [], line, SETTINGS, planner(fleet))
     back = named(found, BERT.name)
     assert back.action == RESTART and set(back.nodes) <= {0, 1, 2, 3}

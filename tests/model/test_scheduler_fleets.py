@@ -74,10 +74,12 @@ def random_fleet(rng: np.random.Generator, by_site: bool) -> Fleet:
 
 
 def random_week(
-    rng: np.random.Generator, fleet: Fleet
+    rng: np.random.Generator, fleet: Fleet, terms: np.random.Generator
 ) -> tuple[list[tuple[float, Job]], list[tuple[int, float, float]]]:
     """Jobs arriving over 12 h (0.5–6 h each on the fleet's best plan; the fleet cannot hold
-    some presets), and two outages of 1–6 h."""
+    some presets), and two outages of 1–6 h. From `terms`: about one job in four has a higher
+    priority, one in three a deadline 2.5–34 h after it arrives, one in five is submitted for
+    0.5–4 h after it arrives."""
     every = fleet.active_indices()
     arrivals = []
     for k in range(int(rng.integers(8, 17))):
@@ -85,8 +87,20 @@ def random_week(
         seconds = plan_job(preset, fleet, every, PLANNER)[1].iteration_s
         hours = float(rng.uniform(0.5, 6.0))
         iterations = max(1, math.ceil(hours * 3600 / seconds)) if math.isfinite(seconds) else 100
-        job = Job(**{**preset.__dict__, "name": f"{preset.name}-{k}", "iterations": iterations})
-        arrivals.append((float(rng.uniform(0, 12 * 3600)), job))
+        at = float(rng.uniform(0, 12 * 3600))
+        later = T0 + dt.timedelta(seconds=round(at + terms.uniform(0.5, 4) * 3600))
+        due = later + dt.timedelta(seconds=round(terms.uniform(2, 30) * 3600))
+        job = Job(
+            **{
+                **preset.__dict__,
+                "name": f"{preset.name}-{k}",
+                "iterations": iterations,
+                "priority": int(terms.random() < 0.25),
+                "deadline": due if terms.random() < 1 / 3 else None,
+                "submitted_at": later if terms.random() < 0.2 else None,
+            }
+        )
+        arrivals.append((at, job))
     outages = []
     for _ in range(2):
         start = float(rng.uniform(0, 16 * 3600))
@@ -126,6 +140,11 @@ def check_promises(
         assert left is not None
         seconds = iteration_time(d.job, fleet, d.plan).iteration_s
         assert d.finish_s == pytest.approx(d.start_s + d.overhead_s + left * seconds, rel=1e-9)
+    check_the_queue(fleet, found)
+
+
+def check_the_queue(fleet: Fleet, found: Schedule) -> None:
+    """The promises about the whole queue: commitments, the jobs never scheduled, times."""
     # The machines' commitments never overlap in time.
     spans = [(set(d.nodes), d.start_s, d.finish_s or math.inf, d.job.name) for d in found.decisions]
     spans = [s for s in spans if s[0] and s[1] is not None]
@@ -139,6 +158,11 @@ def check_promises(
         if d.action == NEVER:
             assert not plan_job(d.job, fleet, every, PLANNER)[1].feasible
             assert d.reason
+    # A job submitted for later starts no sooner; the deadlines missed are the late jobs.
+    for d in found.decisions:
+        if d.start_s is not None and d.action != KEEP:
+            assert d.start_s >= d.submitted_s - 1e-6, f"{d.job.name} starts before it is due"
+    assert found.missed_deadlines == sum(d.late for d in found.decisions)
     finishes = [d.finish_s - d.submitted_s for d in found.decisions if d.finish_s is not None]
     if finishes:
         assert found.mean_completion_s == pytest.approx(float(np.mean(finishes)))
@@ -148,7 +172,7 @@ def check_promises(
 def test_every_run_keeps_its_promises_and_every_job_finishes(seed: int, tmp_path: Path) -> None:
     rng = np.random.default_rng(seed)
     whole = random_fleet(rng, by_site=seed % 2 == 1)
-    arrivals, outages = random_week(rng, whole)
+    arrivals, outages = random_week(rng, whole, np.random.default_rng([seed, 1]))
     fleets: dict[str, Fleet] = {}
 
     def fleet_at(t: float) -> Fleet:
@@ -197,11 +221,16 @@ def test_every_run_keeps_its_promises_and_every_job_finishes(seed: int, tmp_path
             if all(at <= t for at, _ in arrivals) and not (holds | set(ends)) & left:
                 break  # what is left the fleet cannot hold: it stays queued, saying why
             running, waiting = scheduler_inputs(states, fleet, now)
+            deadlines = {
+                s.job.name: (s.job.deadline - now).total_seconds()
+                for s in states
+                if s.job.deadline is not None
+            }
 
             def plan_fn(job: Job, nodes: np.ndarray, fleet: Fleet = fleet) -> tuple:
                 return plan_job(job, fleet, nodes, PLANNER, fleet_windows=True)
 
-            found = schedule(fleet, running, waiting, SCHEDULER, plan_fn)
+            found = schedule(fleet, running, waiting, SCHEDULER, plan_fn, deadlines)
             check_promises(fleet, running, waiting, found)
             record(store, found, fleet, now)
             runs += 1
