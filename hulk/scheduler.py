@@ -6,7 +6,9 @@ remaining iterations) and the waiting ones. Times are seconds from now. `schedul
 
 1. **Running jobs stay put.** A running job keeps its machines and stages unless one of them
    failed or was drained, or its plan no longer runs on the fleet (then it is *displaced*: it
-   waits again, first in line, and pays a restart: `move_cost`).
+   waits again, first in line, and pays a restart: `move_cost`). A job resuming from a
+   checkpoint weighs only machines the checkpoint can reach (a path leads there from where it
+   lies).
 2. **List scheduling of the waiting jobs.** In turn (see below), each job weighs starting now on the
    machines free now, starting when the machines of its plan on the whole fleet are all free (that
    plan, no planning needed), and starting at up to `start_candidates` times machines free up in
