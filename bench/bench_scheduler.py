@@ -3,6 +3,7 @@ run without one.
 
     .venv/bin/python bench/bench_scheduler.py [--seed S] [--seeds S1,S2,…] [--weeks N]
                                               [--workers W] [--days D] [--skip-big]
+                                              [--big-params FILE]
                                               [--set KEY=VALUE …] [--hulk-only]
 
 The default fleet (params.yaml ``generate.preset``, its expected link table: no logs needed) in
@@ -30,7 +31,9 @@ moves of running jobs (after a failure / for a gain), and the assign runs' sched
 (the scheduler's own decision time, `queue.scheduling_s`, and the whole step), how far the
 finish a job's users first read (its first run's ``finish_at``) lies from its finish, and how
 often the job store showed a machine held by two running jobs (never, on correct code). A second
-scenario times assign runs at 1,000 machines (``synthetic-1000``) with 20 jobs in the store.
+scenario times assign runs at 1,000 machines (``synthetic-1000``) with 20 jobs in the store;
+``--big-params bench/params-sites-10000.yaml`` times them at 10,000 machines instead (that
+file's fleet and settings; no target there).
 
 One week of arrivals is a noisy judge of a policy: a change of one decision cascades through the
 days after it. ``--seeds`` adds other draws of the default preset's fleet and week (``--workers``
@@ -443,8 +446,10 @@ def run_sequential(
 # --- 1,000 machines: scheduling time ------------------------------------------------------------
 
 
-def run_big(settings: Settings, seed: int) -> dict:
-    inventory = build_fleet("synthetic-1000", seed, settings.generate)
+def run_big(settings: Settings, seed: int, preset: str = "synthetic-1000") -> dict:
+    """Four assign runs on a large fleet (`preset`, drawn with `settings.generate`) with 20 jobs
+    in the store: half the jobs (they start together), all of them, then two quiet runs."""
+    inventory = build_fleet(preset, seed, settings.generate)
     links = expected_links(inventory, seed, settings.generate)
     rng = np.random.default_rng(seed)
     names = list(MIX)
@@ -689,6 +694,13 @@ def main() -> None:
     parser.add_argument("--params", type=Path, default=ROOT / "params.yaml")
     parser.add_argument("--skip-big", action="store_true")
     parser.add_argument(
+        "--big-params",
+        type=Path,
+        default=None,
+        help="the large-fleet runs on this params file's generate.preset and settings instead "
+        "of synthetic-1000 (bench/params-sites-10000.yaml: 10,000 machines)",
+    )
+    parser.add_argument(
         "--set",
         dest="overrides",
         type=parse_override,
@@ -729,7 +741,12 @@ def main() -> None:
     if args.hulk_only:
         _report_hulk_only(runs, args.days, overrides)
         return
-    big = None if args.skip_big else run_big(settings, seed)
+    big = None
+    if not args.skip_big and args.big_params is not None:
+        big_settings = load_settings(args.big_params)
+        big = run_big(big_settings, seed, big_settings.generate.preset)
+    elif not args.skip_big:
+        big = run_big(settings, seed)
 
     checks = _report(runs[0], args.days)
     if len(runs) > 1:
@@ -739,9 +756,11 @@ def main() -> None:
     if big is not None:
         scheduling = ", ".join(f"{s:.2f}" for s in big["scheduling_s"])
         whole = ", ".join(f"{s:.1f}" for s in big["step_s"])
-        print(f"{big['machines']} machines: scheduling {scheduling} s (target ≤ 10 s); ", end="")
+        target = " (target ≤ 10 s)" if big["machines"] <= 1000 else ""
+        print(f"{big['machines']:,} machines: scheduling {scheduling} s{target}; ", end="")
         print(f"whole step {whole} s")
-        checks["scheduling ≤ 10 s per run at 1,000 machines"] = max(big["scheduling_s"]) <= 10.0
+        if big["machines"] <= 1000:
+            checks["scheduling ≤ 10 s per run at 1,000 machines"] = max(big["scheduling_s"]) <= 10.0
     for name, ok in checks.items():
         print(f"{'PASS' if ok else 'FAIL'}  {name}")
     if len(runs) > 1:

@@ -203,15 +203,25 @@ def move_cost(
         nodes = [int(n) for n in new_nodes]
         targets = [(n, 0, job.layers) for n in nodes]
         per_layer /= max(1, len(nodes))
+    # Each stage's links from every surviving old machine in one gather (a site model's pairs
+    # are slow to read one by one), then the best of each layer's holders.
+    senders = np.asarray(alive, np.int64)
+    row = {n: k for k, n in enumerate(alive)}
     slowest = 0.0
     for node, start, end in targets:
+        bandwidths = np.asarray(fleet.bandwidth_Bps[senders, node], float)
+        latencies = np.asarray(fleet.latency_s[senders, node], float)
+        best: dict[tuple[int, ...], tuple[float, float]] = {}  # per holder set
         seconds = 0.0
         for layer in range(start, end):
             sources = holders.get(layer, alive)
             if node in sources:
                 continue
-            bandwidth = max(float(fleet.bandwidth_Bps[s, node]) for s in sources)
-            latency = min(float(fleet.latency_s[s, node]) for s in sources)
+            key = tuple(sources)
+            if key not in best:
+                rows = [row[s] for s in sources]
+                best[key] = float(bandwidths[rows].max()), float(latencies[rows].min())
+            bandwidth, latency = best[key]
             seconds += per_layer / bandwidth + latency if bandwidth > 0 else math.inf
         slowest = max(slowest, seconds)
     return _whole_seconds(overhead + slowest)
@@ -518,15 +528,20 @@ class _Timeline:
     def __init__(self, usable: np.ndarray) -> None:
         self.usable = usable
         self.spans: list[list[tuple[float, float, str]]] = [[] for _ in range(len(usable))]
+        self.committed: set[int] = set()  # machines with a commitment (few, on large fleets)
 
     def reserve(self, nodes: Sequence[int], start: float, end: float, job: str) -> None:
         for n in nodes:
             self.spans[n].append((start, end, job))
+            self.committed.add(int(n))
 
     def free_at(self, moment: float) -> np.ndarray:
         """Usable machines no commitment holds at `moment`."""
-        busy = [any(a <= moment < b for a, b, _ in spans) for spans in self.spans]
-        return self.usable & ~np.asarray(busy, bool)
+        free = self.usable.copy()
+        for n in self.committed:
+            if any(a <= moment < b for a, b, _ in self.spans[n]):
+                free[n] = False
+        return free
 
     def clashes(self, nodes: Sequence[int], start: float, end: float) -> list[int]:
         """The machines of `nodes` committed somewhere in [start, end)."""
@@ -534,7 +549,7 @@ class _Timeline:
 
     def ends(self) -> np.ndarray:
         """The times commitments end, after now (finite only), ascending."""
-        found = {b for spans in self.spans for _, b, _ in spans if 0 < b < math.inf}
+        found = {b for n in self.committed for _, b, _ in self.spans[n] if 0 < b < math.inf}
         return np.asarray(sorted(found), float)
 
     def earliest(self, nodes: Sequence[int], length: float) -> float:
@@ -550,7 +565,7 @@ class _Timeline:
 
     def endless(self) -> list[str]:
         """Jobs holding machines for good (no length)."""
-        return sorted({job for spans in self.spans for _, b, job in spans if b == math.inf})
+        return sorted({job for n in self.committed for _, b, job in self.spans[n] if b == math.inf})
 
 
 def _list_schedule(
