@@ -446,10 +446,10 @@ def run_sequential(
 # --- 1,000 machines: scheduling time ------------------------------------------------------------
 
 
-def run_big(settings: Settings, seed: int, preset: str = "synthetic-1000") -> dict:
-    """Four assign runs on a large fleet (`preset`, drawn with `settings.generate`) with 20 jobs
-    in the store: half the jobs (they start together), all of them, then two quiet runs."""
-    inventory = build_fleet(preset, seed, settings.generate)
+def run_big(settings: Settings, seed: int, fleet_preset: str = "synthetic-1000") -> dict:
+    """Four assign runs on a large fleet (`fleet_preset`, drawn with `settings.generate`) with 20
+    jobs in the store: half the jobs (they start together), all of them, then two quiet runs."""
+    inventory = build_fleet(fleet_preset, seed, settings.generate)
     links = expected_links(inventory, seed, settings.generate)
     rng = np.random.default_rng(seed)
     names = list(MIX)
