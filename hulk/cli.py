@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import inspect
 import math
 import os
 import sys
@@ -1028,6 +1029,21 @@ def jobs_history(
         detail = f" ({escape(e['detail'])})" if e["detail"] else ""
         out.print(f"{e['at']}  {escape(e['job'])}  {e['event']}{detail}")
 
+
+def _one_line_summaries(typer_app: typer.Typer) -> None:
+    """Give every command of `typer_app` (and of its groups) its docstring's first paragraph on
+    one line as its summary: Typer's command list keeps a docstring's line breaks, which broke
+    `hulk --help`'s list into ragged half-lines."""
+    for info in typer_app.registered_commands:
+        if info.short_help is None and info.callback is not None and info.callback.__doc__:
+            first = inspect.cleandoc(info.callback.__doc__).split("\n\n")[0]
+            info.short_help = " ".join(first.split())
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _one_line_summaries(group.typer_instance)
+
+
+_one_line_summaries(app)
 
 if __name__ == "__main__":
     app()

@@ -58,6 +58,24 @@ def test_every_command_has_help() -> None:
         assert "Usage" in result.output
 
 
+def test_command_lists_give_each_command_its_summary_whole() -> None:
+    """`hulk --help` and `hulk jobs --help` list each command with its docstring's first
+    paragraph on one line (Typer keeps the docstring's line breaks, which split it)."""
+    import inspect
+
+    from hulk.cli import jobs_app
+
+    for group, args in ((app, ["--help"]), (jobs_app, ["jobs", "--help"])):
+        result = runner.invoke(app, args, env={"COLUMNS": "1000"})
+        assert result.exit_code == 0, result.output
+        lines = result.output.splitlines()
+        for info in group.registered_commands:
+            assert info.callback is not None and info.callback.__doc__
+            name = info.name or info.callback.__name__.replace("_", "-")
+            first = " ".join(inspect.cleandoc(info.callback.__doc__).split("\n\n")[0].split())
+            assert any(f" {name} " in line and first in line for line in lines), (name, first)
+
+
 @pytest.mark.slow
 def test_version_and_help_text_as_written() -> None:
     from importlib.metadata import version
