@@ -250,3 +250,65 @@ def test_every_run_keeps_its_promises_and_every_job_finishes(seed: int, tmp_path
         left = {s.job.name for s in store.jobs([SUBMITTED, QUEUED, RUNNING])}
     assert holds <= finished, f"never finished: {sorted(holds - finished)} after {runs} runs"
     assert not set(ends) & left, "a job marked finished or cancelled is still in line"
+
+
+def _transfer_pair_by_pair(
+    job: Job, fleet: Fleet, old: Running, new_plan: object, new_nodes: Sequence[int]
+) -> float:
+    """`move_cost` read the plain way, one link at a time: each new stage of the first replica
+    fetches every layer it lacks from the best old holder of that layer (any old machine
+    without a plan), stages in parallel."""
+    from hulk.cost import Plan
+
+    alive = [n for n in old.nodes if fleet.active[n]]
+    holders: dict[int, list[int]] = {}
+    for replica in old.plan.replicas if old.plan is not None else ():
+        for stage in replica:
+            for layer in range(stage.layer_start, stage.layer_end):
+                holders.setdefault(layer, []).append(stage.node)
+    per_layer = SCHEDULER.checkpoint_bytes_per_param * job.params / job.layers
+    if isinstance(new_plan, Plan) and new_plan.replicas:
+        targets = [(s.node, s.layer_start, s.layer_end) for s in new_plan.replicas[0]]
+    else:
+        targets = [(int(n), 0, job.layers) for n in new_nodes]
+        per_layer /= len(targets)
+    slowest = 0.0
+    for node, start, end in targets:
+        seconds = 0.0
+        for layer in range(start, end):
+            sources = holders.get(layer, alive)
+            if node in sources:
+                continue
+            bandwidth = max(float(fleet.bandwidth_Bps[s, node]) for s in sources)
+            latency = min(float(fleet.latency_s[s, node]) for s in sources)
+            seconds += per_layer / bandwidth + latency if bandwidth > 0 else math.inf
+        slowest = max(slowest, seconds)
+    total = SCHEDULER.restart_overhead_s + slowest
+    return float(math.ceil(total)) if math.isfinite(total) else total
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_moves_checkpoint_transfer_is_the_links_of_each_layers_holders(seed: int) -> None:
+    """`move_cost` reads a stage's links from all old machines at once (the site model's pairs
+    are slow one by one); it must give what reading them one by one gives, on both models."""
+    from hulk.scheduler import move_cost
+
+    rng = np.random.default_rng([seed, 7])
+    for by_site in (False, True):
+        fleet = random_fleet(rng, by_site)
+        if fleet.n < 2:
+            continue
+        every = fleet.active_indices()
+        for name in PRESETS:
+            job = PRESET_JOBS[name]
+            old_nodes = rng.choice(every, size=int(rng.integers(1, fleet.n + 1)), replace=False)
+            new_nodes = rng.choice(every, size=int(rng.integers(1, fleet.n + 1)), replace=False)
+            old_plan, old_cost = plan_job(job, fleet, np.sort(old_nodes), PLANNER)
+            new_plan, _ = plan_job(job, fleet, np.sort(new_nodes), PLANNER)
+            old = Running(job, tuple(int(n) for n in old_nodes), old_plan, old_cost, None, 0.0)
+            for plan in (old_plan, None):  # the old layout known, or only its machines
+                ran = Running(job, old.nodes, plan, old_cost, None, 0.0)
+                for target, nodes in ((new_plan, new_nodes), (None, new_nodes)):
+                    got = move_cost(job, fleet, ran.nodes, plan, target, nodes, SCHEDULER)
+                    want = _transfer_pair_by_pair(job, fleet, ran, target, nodes)
+                    assert got == want, (name, by_site, plan is None, target is None)
