@@ -93,8 +93,8 @@ def main() -> None:
     import_seconds = time.perf_counter() - started_imports
     settings = load_settings(REPO / "params.yaml")
     if args.fleets is not None:
-        corpus = settings.corpus.model_copy(update={"fleets": args.fleets})
-        settings = settings.model_copy(update={"corpus": corpus})
+        fewer = settings.corpus.model_copy(update={"fleets": args.fleets})
+        settings = settings.model_copy(update={"corpus": fewer})
     seed = settings.seed if args.seed is None else args.seed
     workers = settings.corpus.workers if args.workers is None else args.workers
 

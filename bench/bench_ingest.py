@@ -268,9 +268,11 @@ def inventory_for(logs: Path, folder: Path) -> Path:
     import pandas as pd
 
     glob = str(logs / "**" / "*.parquet")
-    ids = duckdb.sql(
+    relation = duckdb.sql(
         f"SELECT DISTINCT unnest([src, dst]) AS node_id FROM read_parquet('{glob}') ORDER BY 1"
-    ).df()
+    )
+    assert relation is not None  # a SELECT always gives a relation
+    ids = relation.df()
     path = folder / "machines.csv"
     pd.DataFrame({"node_id": ids["node_id"].astype("int64")}).to_csv(path, index=False)
     return path
@@ -300,6 +302,7 @@ def count_window_rows(logs: Path) -> dict:
             "hi": window.end.isoformat(),
         },
     ).fetchone()
+    assert row is not None  # an aggregate gives one row
     size = sum(os.path.getsize(p) for p in files)
     return {
         "rows": int(row[0]),

@@ -65,6 +65,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -275,7 +276,7 @@ def run_hulk(
         for s in states
         if s.finished_at
     ]
-    per_job = [
+    per_job: list[dict[str, Any]] = [
         {
             "job": s.job.name,
             "arrival_s": arrival[s.job.name],

@@ -108,7 +108,7 @@ def worker(scenario: str, seed: int, evaluations: int | None) -> dict:
         started = time.perf_counter()
         base = baselines(job, fleet)
         feasible = {name: c.iteration_s for name, c in base.items() if c.feasible}
-        best_name = min(feasible, key=feasible.get) if feasible else None
+        best_name = min(feasible, key=lambda name: feasible[name]) if feasible else None
         rows.append(
             {
                 "job": job.name,
