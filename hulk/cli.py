@@ -848,6 +848,12 @@ def replan(
     out.print(_placements_table(rows, f"placements ({summary.strategy})"))
     _reasons(rows)
     _makespan(summary.makespan_s, schedule_of(summary.strategy))
+    if summary.kept_latest:
+        out.print(
+            f"latest.json kept: {summary.kept_latest} job(s) run on the scheduler's placements "
+            f"(assign runs re-plan failed machines themselves); the re-plan is in "
+            f"{result.outputs['placements']}"
+        )
     report(result, "re-planned", started, _brief(result))
 
 

@@ -106,9 +106,8 @@ def _whole_fleet(
     (what the jobs run on) and only the run's own file is written."""
     from hulk import placements as pl
     from hulk.assign import makespan, place_jobs, schedule_of
-    from hulk.job_store import RUNNING, JobStore
     from hulk.jobs import load_jobs
-    from hulk.stages.scheduling import jobs_db
+    from hulk.stages.scheduling import running_jobs
 
     jobs = load_jobs(jobs_file)
     fleet, _, _ = load_fleet(data_dir, settings)
@@ -125,11 +124,7 @@ def _whole_fleet(
         started=started,
         generated_at=now,
     )
-    store = jobs_db(data_dir)
-    running = 0
-    if store.is_file():
-        with JobStore(store) as jobs_store:
-            running = len(jobs_store.jobs([RUNNING]))
+    running = running_jobs(data_dir)
     path = pl.write_placements(doc, out_dir, publish=not running)
     outputs = {"placements": path} | ({} if running else {"latest": out_dir / pl.LATEST})
     return StepResult(

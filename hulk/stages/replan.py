@@ -31,9 +31,11 @@ class ReplanSummary(Summary):
     moves: list[Move]  # per job that changed (`to_dict`: the metrics' and the file's form)
     jobs: list[JobRow]  # `placement_rows` on the changed fleet
     makespan_s: float | None
+    # Running jobs of the job store that kept latest.json the scheduler's (0: it was replaced).
+    kept_latest: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        record = {
             "strategy": self.strategy,
             "run_id": self.run_id,
             "from": self.replanned_from,
@@ -41,6 +43,9 @@ class ReplanSummary(Summary):
             "jobs": [row.to_dict() for row in self.jobs],
             "makespan_s": self.makespan_s,
         }
+        if self.kept_latest:
+            record["kept_latest"] = self.kept_latest
+        return record
 
 
 def run(
@@ -60,8 +65,10 @@ def run(
     links and adds `add_nodes` / `add_edges` (paper format, like `hulk import-hulk`). Machines
     lost in earlier re-plans of the same chain (``replan.failed`` of the file) stay lost: a
     fresh `assign` brings repaired machines back. The new placements go to `out_dir` (default:
-    the placements file's folder) as ``<run-id>.json`` and ``latest.json``. Everything is
-    checked before anything is written.
+    the placements file's folder) as ``<run-id>.json`` and ``latest.json`` — but while the
+    data folder's job store has running jobs, ``latest.json`` stays the scheduler's (what they
+    run on; assign runs re-plan failed machines themselves) and only the run's file is written.
+    Everything is checked before anything is written.
     """
     from hulk import placements as pl
     from hulk.assign import (
@@ -74,6 +81,7 @@ def run(
     from hulk.assign import replan as replan_jobs
     from hulk.cost import Fleet
     from hulk.placements_read import read_placements
+    from hulk.stages.scheduling import running_jobs
 
     started = now or pl.utc_now()
     placements_file = placements_file or settings.assign.placements_dir / pl.LATEST
@@ -127,9 +135,10 @@ def run(
         model=before.doc.get("model"),
         extra={"replan": record},
     )
-    path = pl.write_placements(doc, out_dir)
+    running = running_jobs(data_dir)
+    path = pl.write_placements(doc, out_dir, publish=not running)
     return StepResult(
-        outputs={"placements": path, "latest": out_dir / pl.LATEST},
+        outputs={"placements": path} | ({} if running else {"latest": out_dir / pl.LATEST}),
         findings=findings,
         summary=ReplanSummary(
             strategy=strategy,
@@ -138,6 +147,7 @@ def run(
             moves=list(moved),
             jobs=placement_rows(new, fleet_after),
             makespan_s=doc["makespan_s"],
+            kept_latest=running,
         ),
     )
 

@@ -57,6 +57,17 @@ def jobs_db(data_dir: Path) -> Path:
     return Path(data_dir) / JOBS_DB
 
 
+def running_jobs(data_dir: Path) -> int:
+    """How many jobs the data folder's job store has running (none without a store). While
+    any run, ``latest.json`` is the scheduler's: what-if plans (Systems A, B, C, `hulk
+    replan`) write only their own run file."""
+    store = jobs_db(data_dir)
+    if not store.is_file():
+        return 0
+    with JobStore(store) as jobs:
+        return len(jobs.jobs([RUNNING]))
+
+
 def _running_in(latest: Path) -> tuple[list[str], str | None]:
     """The jobs a scheduler's placements file (`latest`) left running, and its run id; none
     for a missing or unreadable file, or one of Systems A, B or C (no ``queue`` block)."""

@@ -358,7 +358,14 @@ def test_hulk47_teacher_assign_evaluate_replan(paper: Path, tmp_path: Path) -> N
         "--fail", lost,
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    after = json.loads((out / "latest.json").read_text())
+    # The assign run's jobs are running: latest.json stays theirs, the re-plan is its own file.
+    assert "latest.json kept" in result.output
+    assert json.loads((out / "latest.json").read_text()) == doc
+    (after,) = [
+        json.loads(p.read_text())
+        for p in out.glob("*.json")
+        if p.name != "latest.json" and "replan" in json.loads(p.read_text())
+    ]
     moved = {m["job"] for m in after["replan"]["moves"]}
     assert placed[0]["job"] in moved
     for before_job, after_job in zip(doc["jobs"], after["jobs"], strict=True):

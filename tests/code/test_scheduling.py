@@ -226,6 +226,27 @@ def test_a_whole_fleet_system_leaves_the_published_schedule_to_running_jobs(
     assert (tiny / "pl" / "latest.json").read_bytes() == latest
 
 
+def test_a_replan_leaves_the_published_schedule_and_the_stores_guard_to_running_jobs(
+    tiny: Path, settings: Settings, tmp_path: Path
+) -> None:
+    from hulk.stages import replan
+
+    jobs = write_jobs(tmp_path / "jobs.yaml", spec("bert", "BERT-large", iterations=1_000_000))
+    doc = assign(tiny, settings, jobs, T0)
+    latest = tiny / "pl" / "latest.json"
+    published = latest.read_bytes()
+    lost = by_job(doc)["bert"]["nodes"][0]
+    result = replan.run(tiny, settings, placements_file=latest, failed=[lost], now=T0)
+    assert result.summary.kept_latest == 1 and "latest" not in result.outputs
+    what_if = json.loads(result.outputs["placements"].read_text())
+    assert what_if["replan"]["failed"] == [lost] and lost not in what_if["jobs"][0]["nodes"]
+    assert latest.read_bytes() == published
+    # latest.json still shows the running job, so a lost store is still refused.
+    jobs_db(tiny).rename(tmp_path / "jobs.db")
+    with pytest.raises(InputError, match=r"jobs_db\.missing"):
+        assign(tiny, settings, jobs, T0 + dt.timedelta(minutes=15))
+
+
 def test_a_whole_fleet_system_leaves_the_assign_metrics_to_the_published_schedule(
     tiny: Path, tmp_path: Path, params_file: Path
 ) -> None:
