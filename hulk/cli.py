@@ -950,9 +950,10 @@ def jobs_list(
 
 def _job_record(record: dict[str, Any], now: dt.datetime) -> dict[str, Any]:
     """A job of `hulk jobs list`: the store's record and ``deadline_met``: whether its finish
-    (done, or estimated) meets its deadline, false for an unfinished job whose deadline is
-    past at `now` whatever its finish (as `hulk assign` counts it); None without a deadline,
-    for a cancelled job, and without a finish while the deadline is to come."""
+    (done, or estimated: a running job's follows its progress) meets its deadline; false for
+    a job not started, or without a finish, whose deadline is past at `now` whatever the last
+    run estimated (as `hulk assign` counts it); None without a deadline, for a cancelled job,
+    and without a finish while the deadline is to come."""
 
     def moment(text: str) -> dt.datetime:
         return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
@@ -960,9 +961,12 @@ def _job_record(record: dict[str, Any], now: dt.datetime) -> dict[str, Any]:
     finish = record["estimated_finish"] or record["finished_at"]
     met = None
     if record["deadline"] and record["state"] != "cancelled":
-        if finish:
+        past = moment(record["deadline"]) < now
+        if past and record["state"] not in ("running", "finished"):
+            met = False  # not started: its stored finish estimate is stale
+        elif finish:
             met = moment(finish) <= moment(record["deadline"])
-        elif record["state"] != "finished" and moment(record["deadline"]) < now:
+        elif past and record["state"] != "finished":
             met = False
     return record | {"deadline_met": met}
 

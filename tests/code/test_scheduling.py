@@ -719,6 +719,29 @@ def test_a_deadline_is_met_only_by_a_known_finish_and_missed_once_past(
     assert {r["job"]: r["deadline_met"] for r in listed if r["deadline"]} == expected
 
 
+def test_jobs_list_counts_a_deadline_missed_once_it_passes_before_the_job_starts(
+    tiny: Path, settings: Settings, tmp_path: Path
+) -> None:
+    # Scheduled half an hour ago to start a minute later (submitted for later) and to be done
+    # well before its deadline a quarter of an hour later; no run since, so it never started.
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    then = now - dt.timedelta(minutes=30)
+    stamp = lambda t: t.strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: E731
+    later = spec(
+        "later",
+        "BERT-large",
+        iterations=1_000,
+        submitted_at=stamp(then + dt.timedelta(minutes=1)),
+        deadline=stamp(then + dt.timedelta(minutes=15)),
+    )
+    doc = assign(tiny, settings, write_jobs(tmp_path / "jobs.yaml", later), then)
+    assert by_job(doc)["later"]["action"] == "wait"
+    assert by_job(doc)["later"]["deadline_met"] is True  # as forecast then
+    listing = runner.invoke(app, ["jobs", "list", "--data", str(tiny), "--json"])
+    (record,) = json_lines(listing.output)
+    assert record["estimated_finish"] < later["deadline"] and record["deadline_met"] is False
+
+
 def json_lines(text: str) -> list[dict]:
     """The records `hulk jobs list --json` prints, one JSON object a line."""
     return [json.loads(line) for line in text.splitlines()]
