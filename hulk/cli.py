@@ -555,8 +555,21 @@ def _table(
     fold: Sequence[str] = ("machines",),
 ) -> Table:
     """A job table that reads in an 80-column terminal: the `fold` columns (machine lists)
-    wrap between words; names, figures and times never break (each other column as wide as its
-    widest cell)."""
+    wrap between words; figures and times never break (each other column as wide as its
+    widest cell), nor do names unless a long one would leave no room for the rest: then the
+    first column (the job) folds too, so that no column is dropped."""
+    texts = [[Text.from_markup(cells[i]).plain for cells in body] for i in range(len(headers))]
+    widths = []
+    for header, column in zip(headers, texts, strict=True):
+        cells = [header, *column]
+        if header in fold:
+            widths.append(max(len(w) for text in cells for w in text.split()))
+        else:
+            widths.append(max(len(text) for text in cells))
+    spare = out.width - (sum(widths) + 2 * (len(headers) - 1))  # two spaces between columns
+    name_folds = spare < 0 and widths[0] + spare >= len(headers[0])
+    if name_folds:
+        widths[0] += spare
     table = Table(
         title=title,
         title_justify="left",
@@ -565,15 +578,12 @@ def _table(
         show_edge=False,
         collapse_padding=True,
     )
-    for i, header in enumerate(headers):
-        texts = [Text.from_markup(cells[i]).plain for cells in body]
+    for i, (header, width) in enumerate(zip(headers, widths, strict=True)):
         justify: Literal["left", "right"] = "right" if header in right else "left"
-        if header in fold:
-            word = max(len(w) for text in [header, *texts] for w in text.split())
-            table.add_column(header, overflow="fold", min_width=word, justify=justify)
+        if header in fold or (i == 0 and name_folds):
+            table.add_column(header, overflow="fold", min_width=width, justify=justify)
         else:
-            widest = max([len(header), *(len(text) for text in texts)])
-            table.add_column(header, no_wrap=True, min_width=widest, justify=justify)
+            table.add_column(header, no_wrap=True, min_width=width, justify=justify)
     for cells in body:
         table.add_row(*cells)
     return table

@@ -742,6 +742,28 @@ def test_jobs_list_counts_a_deadline_missed_once_it_passes_before_the_job_starts
     assert record["estimated_finish"] < later["deadline"] and record["deadline_met"] is False
 
 
+def test_the_schedule_table_keeps_every_column_in_80_columns_whatever_the_names(
+    tiny: Path, tmp_path: Path
+) -> None:
+    # Piped output (cron) is 80 columns wide. A long name used to push the machine lists out
+    # of the table; the name folds instead.
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(FAST))
+    name = "bert-large-finetune-customer-support-v2-nightly"
+    jobs = write_jobs(tmp_path / "jobs.yaml", spec(name, "BERT-large", iterations=100_000))
+    args = ["--params", params, "assign", "--data", tiny, "--jobs", jobs, "--strategy", "teacher"]
+    result = runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    header = next(line for line in lines if line.startswith("job "))
+    columns = ("job", "status", "machines", "D×S", "s/iter", "bound", "start", "finish")
+    assert tuple(header.split()) == columns
+    table = lines[lines.index(header) : lines.index(header) + 4]
+    assert all(len(line.rstrip()) <= 80 for line in table), table
+    nodes = by_job(json.loads((tiny / "placements" / "latest.json").read_text()))[name]["nodes"]
+    assert f" placed  1: {nodes[0]} " in table[2], table  # beside the name's first part
+
+
 def json_lines(text: str) -> list[dict]:
     """The records `hulk jobs list --json` prints, one JSON object a line."""
     return [json.loads(line) for line in text.splitlines()]
