@@ -659,12 +659,12 @@ class JobStore:
                     self.put(_new_state(job, FROM_FILE, now), "submitted", "from the jobs file")
                     changes["submitted"].append(job.name)
                 elif have.state == CANCELLED and have.reason == WITHDRAWN:
-                    state, how = _respecified(have, job, now)
+                    state, how = _respecified(have, job, now, self._first_seen(have))
                     state = replace(state, state=SUBMITTED, reason=None, finished_at=None)
                     self.put(state, "resubmitted", f"listed in the jobs file again{how}")
                     changes["resubmitted"].append(job.name)
                 elif have.state in WAITING and job_to_dict(have.job) != job_to_dict(job):
-                    state, how = _respecified(have, job, now)
+                    state, how = _respecified(have, job, now, self._first_seen(have))
                     self.put(state, "updated", f"spec changed in the jobs file{how}")
                     changes["updated"].append(job.name)
             for name, have in known.items():
@@ -673,6 +673,17 @@ class JobStore:
                     self.put(state, "cancelled", WITHDRAWN)
                     changes["withdrawn"].append(name)
         return changes
+
+    def _first_seen(self, have: JobState) -> dt.datetime:
+        """When the store first recorded a job: its first event (its ``submitted_at`` for a job
+        whose history is gone)."""
+        row = self.db.execute(
+            "SELECT at FROM events WHERE job = ? ORDER BY id LIMIT 1", (have.job.name,)
+        ).fetchone()
+        try:
+            return utc_time(row[0]) if row is not None else have.submitted_at
+        except (ValueError, OverflowError):
+            return have.submitted_at
 
     def _change(self, name: str, allowed: Sequence[str], verb: str) -> JobState:
         have = self.get(name)
@@ -799,18 +810,22 @@ def _changed(before: Job, after: Job) -> list[str]:
     return sorted(key for key in old.keys() | new.keys() if old.get(key) != new.get(key))
 
 
-def _respecified(have: JobState, job: Job, now: dt.datetime) -> tuple[JobState, str]:
+def _respecified(
+    have: JobState, job: Job, now: dt.datetime, first_seen: dt.datetime
+) -> tuple[JobState, str]:
     """A waiting or withdrawn job as the jobs file now gives it, and how its spec changed (for
     its event). Its progress, checkpoint record (``replicas``), first start and moves stay when
     its sizes do (`job_sizes`: a change of name, priority, length, submission time or
     deadline); other sizes are a different model, which starts from iteration 0. Either way
-    the estimates of the last scheduling run go: no run has scheduled it as it is now."""
+    the estimates of the last scheduling run go: no run has scheduled it as it is now. A
+    ``submitted_at`` the file no longer gives falls back to the default, `first_seen` (when
+    the store first recorded the job)."""
     unknown: dict[str, Any] = {"scheduled_start": None, "scheduled_finish": None}
     before, after = job_to_dict(have.job), job_to_dict(job)
     if before == after:
         return replace(have, updated_at=now, **unknown), ""
     fields = ", ".join(_changed(have.job, job))
-    submitted = job.submitted_at or have.submitted_at
+    submitted = job.submitted_at or (first_seen if have.job.submitted_at else have.submitted_at)
     progress = f"its progress ({have.done_iterations:,.0f} iterations) and checkpoint"
     ran = have.done_iterations > 0 or have.replicas is not None or have.started_at is not None
     if job_sizes(have.job) == job_sizes(job):

@@ -216,6 +216,11 @@ def test_a_change_of_spec_that_leaves_the_sizes_keeps_a_waiting_jobs_progress(
         assert fresh is not None and fresh.job == bigger and fresh.state == "queued"
         assert (fresh.done_iterations, fresh.replicas, fresh.started_at) == (0.0, None, None)
         assert fresh.submitted_at == have.submitted_at  # as the file last gave it
+        # Without its submitted_at the job is submitted when the store first saw it, the default.
+        unset = job(**{k: v for k, v in edits[-1].items() if k != "submitted_at"}, layers=48)
+        assert store.sync_file([unset], later)["updated"] == ["a"]
+        released = store.get("a")
+        assert released is not None and released.submitted_at == T0
     code, output = jobs_command(folder, "history", "a")
     assert code == 0, output
     assert "updated (spec changed in the jobs file (priority); its progress (500" in output
