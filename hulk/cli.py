@@ -561,11 +561,11 @@ def _table(
     texts = [[Text.from_markup(cells[i]).plain for cells in body] for i in range(len(headers))]
     widths = []
     for header, column in zip(headers, texts, strict=True):
-        cells = [header, *column]
+        shown = [header, *column]
         if header in fold:
-            widths.append(max(len(w) for text in cells for w in text.split()))
+            widths.append(max(len(w) for text in shown for w in text.split()))
         else:
-            widths.append(max(len(text) for text in cells))
+            widths.append(max(len(text) for text in shown))
     spare = out.width - (sum(widths) + 2 * (len(headers) - 1))  # two spaces between columns
     name_folds = spare < 0 and widths[0] + spare >= len(headers[0])
     if name_folds:

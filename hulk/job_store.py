@@ -681,9 +681,10 @@ class JobStore:
             "SELECT at FROM events WHERE job = ? ORDER BY id LIMIT 1", (have.job.name,)
         ).fetchone()
         try:
-            return utc_time(row[0]) if row is not None else have.submitted_at
+            seen = utc_time(row[0]) if row is not None else None
         except (ValueError, OverflowError):
-            return have.submitted_at
+            seen = None
+        return seen if isinstance(seen, dt.datetime) else have.submitted_at
 
     def _change(self, name: str, allowed: Sequence[str], verb: str) -> JobState:
         have = self.get(name)
