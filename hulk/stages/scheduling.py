@@ -525,10 +525,13 @@ class JobSchedule:
 def job_schedule(
     decision: Decision, fleet: Fleet, now: dt.datetime, state: JobState | None
 ) -> JobSchedule:
-    """A decision's start, finish and progress as its placements entry states them."""
-    from hulk.scheduler import WAIT
+    """A decision's start, finish and progress as its placements entry states them: a job
+    that runs from this run on (kept, started, restarted or moved) started when it first
+    started, as the job store keeps it."""
+    from hulk.scheduler import KEEP, MOVE, RESTART, START, WAIT
 
-    started = state.started_at if state is not None and decision.action == "keep" else None
+    runs = decision.action in (KEEP, START, RESTART, MOVE)
+    started = state.started_at if state is not None and runs else None
     return JobSchedule(
         action=decision.action,
         start_at=format_time(started) if started else _at(now, decision.start_s),

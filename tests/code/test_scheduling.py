@@ -171,6 +171,9 @@ def test_a_run_at_the_same_clock_with_nothing_changed_gives_the_same_estimates(
             assert json.dumps(by_job(moved)[name][key]) == json.dumps(by_job(again)[name][key])
     for key in ("mean_completion_s", "makespan_s", "ends_at"):
         assert json.dumps(moved["queue"][key]) == json.dumps(again["queue"][key]), key
+    # A running job's start is its first, restarted or not.
+    for doc in (moved, again):
+        assert by_job(doc)["gpt"]["start_at"] == first["gpt"]["start_at"] == "2026-11-24T09:00:00Z"
 
 
 @pytest.mark.slow
