@@ -194,7 +194,7 @@ class JobState:
             "submitted_at": format_time(self.submitted_at),
             "updated_at": format_time(self.updated_at),
             "reason": self.reason,
-            "nodes": list(self.nodes),
+            "nodes": list(self.nodes) if self.state == RUNNING else [],  # only while it runs
             "iterations": self.job.iterations,
             "done_iterations": (
                 round(self.progress(now), 1) if now else self._at_most_length(self.done_iterations)

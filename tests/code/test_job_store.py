@@ -297,6 +297,13 @@ def test_progress_never_passes_the_jobs_length(tmp_path: Path) -> None:
     assert jobs_command(folder, "list")[1].count("20 / 20") == 4
     assert jobs_command(folder, "cancel", "cancelled")[0] == 0
     assert jobs_command(folder, "finish", "finished")[0] == 0
+    listed = runner.invoke(app, ["jobs", "list", "--all", "--json", "--data", str(folder)])
+    assert {r["job"]: r["nodes"] for r in json_lines(listed.output)} == {
+        "listed": [1],
+        "estimated": [1],
+        "cancelled": [],  # their machines went back to the pool
+        "finished": [],
+    }
     with JobStore(jobs_db(folder)) as store:
         assert store.finish_done(dt.datetime.now(dt.UTC)) == ["estimated", "listed"]
         done = {s.job.name: (s.state, s.done_iterations) for s in store.jobs()}
