@@ -482,7 +482,9 @@ class JobStore:
         if name is not None:
             query, args = query + " WHERE job = ?", (name,)
         with self._reading():
-            rows = self.db.execute(query + " ORDER BY id", args).fetchall()
+            # By time: a run records a job finished by its estimate at the moment it was done,
+            # before the run's own changes (ISO 8601 UTC text sorts as time); then as written.
+            rows = self.db.execute(query + " ORDER BY at, id", args).fetchall()
             if name is not None and not rows and not self._states([name]):
                 raise InputError(self.path, "jobs.unknown_job", f"no job named {name!r}")
         return [{"at": a, "job": j, "event": e, "detail": d} for a, j, e, d in rows]

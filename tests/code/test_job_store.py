@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import re
 import sqlite3
 from pathlib import Path
 
@@ -258,6 +259,39 @@ def test_a_withdrawn_job_listed_again_keeps_its_progress_unless_its_sizes_change
         detail = store.events("b")[-1]["detail"]
         assert detail.startswith("listed in the jobs file again (hidden): other sizes")
         assert "it starts from iteration 0" in detail
+
+
+def test_history_is_oldest_first_though_a_run_records_a_finish_after_newer_changes(
+    tmp_path: Path,
+) -> None:
+    # A run finishes a job at the moment its estimate was done, after the run's own jobs-file
+    # changes were written: the history still reads in time order.
+    folder = tmp_path / "data"
+    folder.mkdir()
+    first, second = (
+        load_jobs(write_jobs(tmp_path / f"{n}.yaml", spec(n, "BERT-large", iterations=20)))[0]
+        for n in ("first", "second")
+    )
+    later = T0 + dt.timedelta(minutes=15)
+    with JobStore(jobs_db(folder)) as store:
+        store.submit([first], T0)
+        have = store.get("first")
+        assert have is not None
+        running = dataclasses.replace(
+            have, state=RUNNING, nodes=(1,), iteration_s=1.0, started_at=T0, computing_since=T0
+        )
+        store.put(running, "started")
+        store.sync_file([first, second], later)  # as a run does first
+        assert store.finish_done(later) == ["first"]  # done at T0 + 20 s
+    code, output = jobs_command(folder, "history")
+    assert code == 0, output
+    events = re.findall(r"Z (first|second) (\w+)", output)
+    assert events == [
+        ("first", "submitted"),
+        ("first", "started"),
+        ("first", "finished"),
+        ("second", "submitted"),
+    ], output
 
 
 def test_progress_never_passes_the_jobs_length(tmp_path: Path) -> None:
