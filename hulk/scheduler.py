@@ -658,7 +658,7 @@ def _place_one(
             for t in (0.0, *times.tolist(), *([ideal_at] if math.isfinite(ideal_at) else []))
         }
     )
-    best = _weigh_starts(
+    best, fits_now = _weigh_starts(
         fleet, job, candidates, timeline, planner, ideal_plan, ideal, length, settings.wait_gain
     )
     action = RESTART if job.resumes_from is not None else START
@@ -706,10 +706,12 @@ def _place_one(
     if start > 0:
         waits_for = timeline.holders(nodes.tolist(), start)
         action = WAIT
-        reason = (
-            f"waits for the machines of {', '.join(waits_for)}: it finishes sooner on them than "
-            "on the machines free now"
+        why = (
+            "it finishes sooner on them than on the machines free now"
+            if fits_now
+            else "the machines free now cannot hold it"
         )
+        reason = f"waits for the machines of {', '.join(waits_for)}: {why}"
         if start <= release:
             reason = "submitted for later: it starts no sooner than its submitted_at"
     return Decision(
@@ -741,11 +743,12 @@ def _weigh_starts(
     ideal: Cost,
     length: Callable[[Plan | None, Cost, Sequence[int]], tuple[float, float]],
     wait_gain: float = 0.0,
-) -> _Choice | None:
+) -> tuple[_Choice | None, bool]:
     """The earliest-finishing option over the candidate starts (None: nothing fits); the option
     at the first candidate (starting now) when the earliest-finishing one starts later and
     finishes at most `wait_gain` sooner, in seconds from now. A later start is a forecast that
-    shorter work arriving in the meantime pushes back; a start now is not."""
+    shorter work arriving in the meantime pushes back; a start now is not. Also whether the
+    job has an option at the first candidate at all."""
     best: _Choice | None = None
     first: _Choice | None = None
     seen: set[bytes] = set()
@@ -785,8 +788,8 @@ def _weigh_starts(
         and math.isfinite(best[0][0])
         and first[0][0] <= (1 + wait_gain) * best[0][0]
     ):
-        return first
-    return best
+        return first, True
+    return best, first is not None
 
 
 def _reached(fleet: Fleet, checkpoint: Running | None, nodes: np.ndarray) -> np.ndarray:

@@ -164,6 +164,25 @@ def test_a_job_submitted_for_later_starts_no_sooner_and_moves_nothing() -> None:
     assert named(found, GPT2.name).action == KEEP and found.moves == []
 
 
+def test_a_job_the_machines_free_now_cannot_hold_waits_and_says_so() -> None:
+    from dataclasses import replace
+
+    fleet = two_sites()  # 8 machines of 320 GB
+    busy = running_on(fleet, GPT2, [0, 1, 2, 3], remaining=5_000)
+    wide = replace(BERT, name="wide", min_memory_gb=2_000)  # more than the free machines hold
+    found = schedule(
+        fleet,
+        [busy],
+        [Waiting(wide, 10, 0.0), Waiting(replace(wide, name="endless"), None, 0.0)],
+        SchedulerSettings(max_moves_per_run=0),
+        planner(fleet),
+    )
+    for name in ("wide", "endless"):
+        waiting = named(found, name)
+        assert waiting.action == WAIT and GPT2.name in waiting.waits_for
+        assert (waiting.reason or "").endswith(": the machines free now cannot hold it"), name
+
+
 def test_a_job_waits_for_drained_machines_it_needs_and_never_only_beyond_the_fleet() -> None:
     drained = two_sites(4, active=[False] * 4)
     huge = PRESET_JOBS["OPT-175B"]  # more memory than the whole fleet, drained or not
@@ -383,6 +402,7 @@ def test_a_job_starts_now_when_waiting_gains_little() -> None:
     # The fast machine frees after a fifth of the job's work: waiting for it finishes sooner.
     patient = decide(2_000, 0.0)
     assert patient.action == WAIT and patient.nodes == (0,) and patient.start_s > 0
+    assert (patient.reason or "").endswith("finishes sooner on them than on the machines free now")
     # Within `wait_gain` of that, the job starts now on the slower machine instead.
     eager = decide(2_000, 0.15)
     assert eager.action == START and eager.nodes == (1,) and eager.start_s == 0.0
