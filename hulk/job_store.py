@@ -73,8 +73,10 @@ WAITING = (SUBMITTED, QUEUED)
 DONE = (FINISHED, CANCELLED)
 FROM_FILE, FROM_CLI = "jobs-file", "cli"
 WITHDRAWN = "removed from the jobs file"  # the reason of a job the file no longer lists
-# PRAGMA user_version. 1: the first store; 2: a waiting job's estimated start and finish.
-_FORMAT = 2
+# PRAGMA user_version. 1: the first store; 2: a waiting job's estimated start and finish;
+# 3: the scheduling runs (`runs`).
+_FORMAT = 3
+RUNS_KEPT = 1_000  # the newest scheduling runs the store remembers
 
 # The tables as format 1 made them; a new store gets them, then the columns added since.
 _SCHEMA = (
@@ -110,6 +112,13 @@ CREATE TABLE IF NOT EXISTS events (
     job TEXT NOT NULL,
     event TEXT NOT NULL,
     detail TEXT
+)""",
+    # Format 3. A scheduling run: when, and the newest event when it ended.
+    """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at TEXT NOT NULL,
+    last_event INTEGER NOT NULL
 )""",
 )
 # Columns later formats added to the jobs table: a store of an earlier format gets them (NULL in
@@ -764,6 +773,29 @@ class JobStore:
         with self.transaction():
             self.put(state, "progress", f"{done:g} iterations done")
         return state
+
+    def finished_since_last_run(self) -> list[str]:
+        """The jobs finished (by `finish`, or by a run's estimate) since the last scheduling
+        run `record_run` recorded, oldest first; none before the first."""
+        last = self.db.execute("SELECT last_event FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+        if last is None:
+            return []
+        rows = self.db.execute(
+            "SELECT job FROM events WHERE event = 'finished' AND id > ? ORDER BY at, id",
+            (last[0],),
+        ).fetchall()
+        return list(dict.fromkeys(row[0] for row in rows))
+
+    def record_run(self, now: dt.datetime) -> None:
+        """Record a scheduling run at `now`, after its changes (the `RUNS_KEPT` newest stay)."""
+        with self.transaction():
+            newest = self.db.execute("SELECT COALESCE(MAX(id), 0) FROM events").fetchone()[0]
+            self.db.execute(
+                "INSERT INTO runs (at, last_event) VALUES (?, ?)", (format_time(now), newest)
+            )
+            self.db.execute(
+                "DELETE FROM runs WHERE id <= (SELECT MAX(id) FROM runs) - ?", (RUNS_KEPT,)
+            )
 
     def finish_done(self, now: dt.datetime) -> list[str]:
         """Finish the running jobs whose estimated iterations are done by `now` (at the moment

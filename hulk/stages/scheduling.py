@@ -726,8 +726,9 @@ def schedule_run(
     # One transaction for the whole run: a run that fails before its placements are written
     # (a bad --out, a job the store cannot take) leaves the store as it was.
     with JobStore(jobs_db(data_dir)) as store, store.transaction():
+        marked = store.finished_since_last_run()  # `hulk jobs finish` between two runs
         changes = store.sync_file(jobs, started, jobs_file)
-        finished = store.finish_done(started)
+        finished = [*marked, *store.finish_done(started)]
         states = store.jobs([SUBMITTED, QUEUED, RUNNING])
         running, waiting = scheduler_inputs(states, fleet, started)
         deadlines = {
@@ -783,6 +784,7 @@ def schedule_run(
         # The file first: should recording fail, the next run schedules again from the old
         # state rather than the store claiming starts nobody was told about.
         record(store, found, fleet, started)
+        store.record_run(started)
         plan_fn.save(started)
         known.save()
     rows = [

@@ -116,6 +116,24 @@ def test_a_finished_job_frees_its_machines(tiny: Path, settings: Settings, tmp_p
     assert not set(later["next"]["nodes"]) & set(later["long"]["nodes"])
 
 
+def test_a_job_marked_finished_between_runs_is_the_next_runs_finished_job(
+    tiny: Path, settings: Settings, tmp_path: Path
+) -> None:
+    jobs = write_jobs(
+        tmp_path / "jobs.yaml",
+        spec("gpt", "GPT-2-1.5B", iterations=1_000_000),
+        spec("bert", "BERT-large", iterations=1_000_000),
+    )
+    assign(tiny, settings, jobs, T0)
+    with JobStore(jobs_db(tiny)) as store:
+        store.finish("bert", T0 + dt.timedelta(minutes=5))
+    second = assign(tiny, settings, jobs, T0 + dt.timedelta(minutes=15))
+    assert second["queue"]["finished"] == ["bert"]
+    assert list(by_job(second)) == ["gpt"]
+    third = assign(tiny, settings, jobs, T0 + dt.timedelta(minutes=30))
+    assert third["queue"]["finished"] == []  # told once
+
+
 def report_silent(data: Path, machine: int) -> None:
     """The validation report of a day in which `machine` stopped reporting."""
     report = data / "validation" / "report.json"
@@ -950,8 +968,9 @@ def test_a_store_of_the_first_format_is_migrated_and_a_newer_one_refused(tiny: P
     db = sqlite3.connect(path)
     columns = [row[1] for row in db.execute("PRAGMA table_info(jobs)")]
     assert columns[-2:] == ["scheduled_start", "scheduled_finish"]
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
     assert db.execute("SELECT count(*) FROM events").fetchone()[0] == 2
+    assert db.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
     db.close()
     with JobStore(path) as store:  # the migrated store takes estimates, and keeps its plans
         assert store.cached_plans(["key"]) == {"key": {}}
@@ -963,12 +982,12 @@ def test_a_store_of_the_first_format_is_migrated_and_a_newer_one_refused(tiny: P
         assert again is not None and again.estimated_finish() == T0
     # A store from a newer Hulk is refused, not read or changed.
     db = sqlite3.connect(path)
-    db.execute("PRAGMA user_version = 3")
+    db.execute("PRAGMA user_version = 4")
     db.close()
     before = path.read_bytes()
     refused = runner.invoke(app, ["jobs", "list", "--data", str(tiny)])
     assert refused.exit_code == 2 and "jobs_db.format" in refused.output, refused.output
-    assert "format 3, written by a newer Hulk" in refused.output
+    assert "format 4, written by a newer Hulk" in refused.output
     assert path.read_bytes() == before
 
 
