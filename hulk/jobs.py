@@ -49,6 +49,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
@@ -222,9 +223,10 @@ def _kept_exactly(moment: dt.datetime) -> bool:
         return False
 
 
-def iterations_for_tokens(job: Job, tokens: float) -> int:
-    """Training iterations that consume `tokens` tokens: ceil(tokens / (global_batch × seq_len))."""
-    return max(1, math.ceil(tokens / (job.global_batch * job.seq_len)))
+def iterations_for_tokens(job: Job, tokens: float | Decimal) -> int:
+    """Training iterations that consume `tokens` tokens: ceil(tokens / (global_batch × seq_len)),
+    exactly (an integer count of tokens beyond a float's 53 bits is not rounded first)."""
+    return max(1, math.ceil(Fraction(tokens) / (job.global_batch * job.seq_len)))
 
 
 def utc_time(value: object) -> object:
@@ -329,6 +331,16 @@ class _Exponent(float):
         number = super().__new__(cls, float(exact))
         number.exact, number.text = exact, text
         return number
+
+
+def _exact(written: object, read: float) -> float | Decimal:
+    """A number as the file wrote it, when a float would round it (an integer, or one written
+    with an exponent); else as read."""
+    if isinstance(written, _Exponent):
+        return written.exact
+    if isinstance(written, int) and not isinstance(written, bool):
+        return Decimal(written)
+    return read
 
 
 def _integer(value: object) -> object:
@@ -630,7 +642,7 @@ def parse_jobs(raw: object, source: str | Path | None = None) -> list[Job]:
         fields = model.model_dump(exclude={"tokens"})
         job = Job(**fields)
         if model.tokens is not None:
-            iterations = iterations_for_tokens(job, model.tokens)
+            iterations = iterations_for_tokens(job, _exact(entry["tokens"], model.tokens))
             if iterations > MAX_ITERATIONS:
                 problems.append(
                     (

@@ -467,6 +467,22 @@ def test_job_lengths_and_times_are_checked(tmp_path: Path, extra: dict, rule: st
         load_jobs(path)
 
 
+def test_tokens_become_iterations_exactly_at_the_limit(tmp_path: Path) -> None:
+    # 100 sequences of 1,000 tokens an iteration: 10^17 tokens are the most a job may run
+    # (10^12 iterations); one token more, beyond a float's precision, is one iteration more.
+    sizes = {"global_batch": 100, "micro_batch": 100, "seq_len": 1_000}
+    at_limit = spec("j", "BERT-large", **sizes, tokens=10**17)
+    assert load_jobs(write_jobs(tmp_path / "a.yaml", at_limit))[0].iterations == 10**12
+    over = write_jobs(tmp_path / "b.yaml", {**at_limit, "tokens": 10**17 + 1})
+    with pytest.raises(InputError, match=r"jobs\.too_long"):
+        load_jobs(over)
+    written = over.read_text().replace("100000000000000001", "100000000000000001e0")
+    assert "tokens: 100000000000000001e0" in written
+    over.write_text(written)
+    with pytest.raises(InputError, match=r"jobs\.too_long"):
+        load_jobs(over)
+
+
 def test_job_times_read_as_utc(tmp_path: Path) -> None:
     path = write_jobs(
         tmp_path / "jobs.yaml",
