@@ -224,7 +224,8 @@ def generate(
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Random seed (params: seed).")] = None,
     out_dir: Annotated[
-        Path | None, typer.Option("--out", help="Output folder (params: data_dir).")
+        Path | None,
+        typer.Option("--out", "--data", help="Output (data) folder (params: data_dir)."),
     ] = None,
     append_day: Annotated[
         bool, typer.Option("--append-day", help="Add the next day to the logs already in --out.")
@@ -296,7 +297,8 @@ def ingest(
         Path | None, typer.Option(help="Inventory CSV (default: DATA/machines.csv).")
     ] = None,
     out_dir: Annotated[
-        Path | None, typer.Option("--out", help="Output folder (params: data_dir).")
+        Path | None,
+        typer.Option("--out", "--data", help="Output (data) folder (params: data_dir)."),
     ] = None,
 ) -> None:
     """Compute the link table over the rolling window from raw latency logs."""

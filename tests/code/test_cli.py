@@ -136,8 +136,8 @@ def test_steps_one_by_one_and_ingest_reuses_validation(generated: Path, params: 
     assert result.exit_code == 0, result.output
     assert invoke("--params", params, "graph", "--data", generated).exit_code == 0
     first = (generated / "links.parquet").read_bytes()
-    # Same inputs, same bytes.
-    assert invoke("--params", params, "ingest", "--out", generated).exit_code == 0
+    # Same inputs, same bytes; --data names the folder as for every other step.
+    assert invoke("--params", params, "ingest", "--data", generated).exit_code == 0
     assert (generated / "links.parquet").read_bytes() == first
 
 
