@@ -124,7 +124,7 @@ def _whole_fleet(
         started=started,
         generated_at=now,
     )
-    running = running_jobs(data_dir)
+    running = running_jobs(data_dir, out_dir)
     path = pl.write_placements(doc, out_dir, publish=not running)
     outputs = {"placements": path} | ({} if running else {"latest": out_dir / pl.LATEST})
     return StepResult(

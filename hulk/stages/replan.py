@@ -135,7 +135,7 @@ def run(
         model=before.doc.get("model"),
         extra={"replan": record},
     )
-    running = running_jobs(data_dir)
+    running = running_jobs(data_dir, out_dir)
     path = pl.write_placements(doc, out_dir, publish=not running)
     return StepResult(
         outputs={"placements": path} | ({} if running else {"latest": out_dir / pl.LATEST}),

@@ -57,13 +57,17 @@ def jobs_db(data_dir: Path) -> Path:
     return Path(data_dir) / JOBS_DB
 
 
-def running_jobs(data_dir: Path) -> int:
-    """How many jobs the data folder's job store has running (none without a store). While
-    any run, ``latest.json`` is the scheduler's: what-if plans (Systems A, B, C, `hulk
+def running_jobs(data_dir: Path, out_dir: Path) -> int:
+    """How many jobs run on the scheduler's placements: the data folder's job store's running
+    jobs, or, without a store, those `out_dir`'s ``latest.json`` shows running (a lost store:
+    `check_store_present` refuses the next scheduling run while that file shows them). While
+    any run, ``latest.json`` stays the scheduler's: what-if plans (Systems A, B, C, `hulk
     replan`) write only their own run file."""
+    from hulk.placements import LATEST
+
     store = jobs_db(data_dir)
     if not store.is_file():
-        return 0
+        return len(_running_in(Path(out_dir) / LATEST)[0])
     with JobStore(store) as jobs:
         return len(jobs.jobs([RUNNING]))
 

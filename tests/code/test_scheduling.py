@@ -262,8 +262,12 @@ def test_a_replan_leaves_the_published_schedule_and_the_stores_guard_to_running_
     what_if = json.loads(result.outputs["placements"].read_text())
     assert what_if["replan"]["failed"] == [lost] and lost not in what_if["jobs"][0]["nodes"]
     assert latest.read_bytes() == published
-    # latest.json still shows the running job, so a lost store is still refused.
+    # latest.json still shows the running job, so a lost store is still refused; what-if runs
+    # without the store leave that file as it is, so they cannot lift the refusal.
     jobs_db(tiny).rename(tmp_path / "jobs.db")
+    stage.run(tiny, settings, jobs_file=jobs, strategy="A", out_dir=tiny / "pl", now=T0)
+    replan.run(tiny, settings, placements_file=latest, failed=[lost], now=T0)
+    assert latest.read_bytes() == published
     with pytest.raises(InputError, match=r"jobs_db\.missing"):
         assign(tiny, settings, jobs, T0 + dt.timedelta(minutes=15))
 
