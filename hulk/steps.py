@@ -161,9 +161,14 @@ def _validate_metrics(settings: Settings, result: StepResult[ValidateSummary]) -
 
 
 def _assign_metrics(settings: Settings, result: StepResult[AssignSummary]) -> dict[str, Any] | None:
-    """The placements latest.json holds: none from a System A, B or C run that kept latest.json
-    (jobs run on the scheduler's placements), whose figures would describe another plan."""
-    if result.summary.kept_latest:
+    """The placements the data folder's latest.json holds: none from a run that did not replace
+    it (a System A, B or C run that kept it while jobs run on the scheduler's placements, or a
+    run written elsewhere with ``--out``), whose figures would describe another plan."""
+    from hulk.placements import LATEST
+
+    latest = result.outputs.get("latest")
+    published = Path(settings.assign.placements_dir) / LATEST
+    if result.summary.kept_latest or latest is None or latest.resolve() != published.resolve():
         return None
     jobs = result.summary.jobs
     return {
@@ -176,9 +181,14 @@ def _assign_metrics(settings: Settings, result: StepResult[AssignSummary]) -> di
     }
 
 
-def _evaluate_metrics(settings: Settings, result: StepResult[EvaluateSummary]) -> dict[str, Any]:
+def _evaluate_metrics(
+    settings: Settings, result: StepResult[EvaluateSummary]
+) -> dict[str, Any] | None:
     """Makespan, and per job the plan's iteration time and its speed-up over the best of A/B/C;
-    also writes the plot data (job, system, iteration_s)."""
+    also writes the plot data (job, system, iteration_s). None (the metrics stay as they were)
+    for a file other than the published latest.json: the metrics are the published plan's."""
+    if not result.summary.published:
+        return None
     rows, per_job = [], {}
     for job in result.summary.jobs:
         plan = job.iteration_s

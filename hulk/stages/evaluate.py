@@ -25,6 +25,8 @@ class EvaluateSummary(Summary):
     schedule: str
     jobs: list[EvaluatedRow]  # `evaluated_rows`
     makespan_s: float | None
+    # Whether the file is the published latest.json, which the step's metrics describe.
+    published: bool = True
 
 
 def run(
@@ -37,7 +39,8 @@ def run(
 
     Without `placements_file` it is the published ``latest.json`` and the plot goes beside it
     (``latest.png``, the step's output); a file named by the caller gets a plot only when
-    `plot` is given, so reading a file never writes next to it."""
+    `plot` is given, so reading a file never writes next to it; the step's metrics (the
+    published plan's) stay as they were for any file but the published one."""
     from hulk.assign import changed_fleet_frames, earlier_failures
     from hulk.cost import Fleet
     from hulk.evaluate import evaluate as evaluate_file
@@ -45,8 +48,9 @@ def run(
     from hulk.placements import LATEST
     from hulk.placements_read import read_placements
 
+    published_file = settings.assign.placements_dir / LATEST
     if placements_file is None:
-        placements_file = settings.assign.placements_dir / LATEST
+        placements_file = published_file
         plot = plot or placements_file.with_suffix(".png")
     fleet, inventory, links = load_fleet(data_dir, settings)
     checked = read_placements(placements_file, fleet)
@@ -87,6 +91,7 @@ def run(
             schedule=evaluation.schedule,
             jobs=evaluated_rows(evaluation),
             makespan_s=evaluation.makespan_s,
+            published=placements_file.resolve() == published_file.resolve(),
         ),
     )
 

@@ -151,6 +151,29 @@ def test_evaluate_prints_table_and_writes_plot(tiny: Path, jobs_file: Path, para
     assert elsewhere.read_bytes().startswith(PNG)
 
 
+def test_evaluating_another_file_leaves_the_published_plans_metrics(
+    tiny: Path, jobs_file: Path, params: Path
+) -> None:
+    out = assigned(tiny, jobs_file, params, "A")  # published: latest.json
+    assert invoke("--params", params, "evaluate", "--data", tiny).exit_code == 0
+    metrics = tiny / "metrics"
+    published = {p: p.read_bytes() for p in metrics.rglob("*") if p.is_file()}
+    assert metrics / "evaluate.json" in published
+    other = tiny / "elsewhere"
+    result = invoke(
+        "--params", params, "assign", "--data", tiny, "--jobs", jobs_file, "--strategy", "C",
+        "--out", other,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (run_file,) = [p for p in other.glob("*.json") if p.name != "latest.json"]
+    assert invoke("--params", params, "evaluate", run_file, "--data", tiny).exit_code == 0
+    assert {p: p.read_bytes() for p in metrics.rglob("*") if p.is_file()} == published
+    # The published file named by its path is the published plan.
+    assert (
+        invoke("--params", params, "evaluate", out / "latest.json", "--data", tiny).exit_code == 0
+    )
+
+
 def test_evaluate_malformed_file_names_the_field(tiny: Path, jobs_file: Path, params: Path) -> None:
     out = assigned(tiny, jobs_file, params, "B")
     doc = json.loads((out / "latest.json").read_text())
