@@ -17,8 +17,10 @@ never renamed or dropped; this module only *adds* keys:
 * ``fleet.inventory``: sha256 of the inventory file when the fleet came from one.
 
 ``model`` is null for strategies without a model (everything but ``gnn``). ``run_id`` is the
-UTC start time and a short hash of the inputs (fleet snapshot, jobs, strategy, seed, model):
-``2026-11-21T02-00-00Z-1a2b3c``. Numbers are JSON-safe: a non-finite time is ``null``.
+UTC start time and a short hash of the inputs (fleet snapshot, jobs, strategy, seed, model, and
+the ``replan`` record or the ``queue`` block without its ``scheduling_s``, the only figure that
+depends on the machine's speed): ``2026-11-21T02-00-00Z-1a2b3c``. Numbers are JSON-safe: a
+non-finite time is ``null``.
 
 Every job's entry carries the baselines (Systems A, B, C over the *whole* fleet:
 docs/design.md#baselines) whatever its status, since they do not depend on the placement;
@@ -248,13 +250,16 @@ def build_document(
     generated_at = _utc(generated_at or utc_now())
     started = _utc(started or generated_at)
     jobs = [{**job_record(p, fleet), **(job_extra or {}).get(p.job.name, {})} for p in placements]
+    hashed = dict(extra or {})
+    if isinstance(hashed.get("queue"), Mapping):  # the time a run took is no input of it
+        hashed["queue"] = {k: v for k, v in hashed["queue"].items() if k != "scheduling_s"}
     inputs = {
         "fleet": info.to_dict(),
         "jobs": [job["spec"] for job in jobs],
         "strategy": strategy,
         "seed": seed,
         "model": model,
-        "extra": extra or {},
+        "extra": hashed,
     }
     doc: dict[str, Any] = {
         "schema": SCHEMA,

@@ -24,7 +24,7 @@ Some outputs legitimately differ between two runs of the same code, and `compare
 wall-clock figures (the teacher's seconds in corpus.json and labels/labels.json, training and
 inference seconds and the speed-ups made of them in metrics/details/train.json, the
 ``seconds`` column of training/learning_curve.csv, the scheduler's ``queue.scheduling_s`` in the
-placements file and so its run id, whose hash covers that block), the sha256 of a
+placements file, which its run id's hash leaves out), the sha256 of a
 ``torch.save`` file (the archive's folder is named after the temporary file it was written
 through: the members are compared instead), MLflow's database (random run ids, timestamps;
 its artifacts are paired across run ids), and what Great Expectations generates (random ids,
