@@ -38,21 +38,28 @@ def run(data_dir: Path, settings: Settings) -> StepResult[GraphSummary]:
     """Write DATA/graph/ from the inventory and the link table; its record as the summary."""
     from hulk.graph import build_fleet_graph, features_sha256, save_fleet_graph, snapshot_id
     from hulk.stages.assign_caches import warm_assign_caches
-    from hulk.validation import read_inventory
+    from hulk.validation import read_inventory, require_valid_inventory
 
     inventory_file = data_dir / schemas.INVENTORY_FILE
     links_file = data_dir / schemas.LINKS_FILE
     if not links_file.exists():
         raise InputError(links_file, "links.exists", "no link table: run `hulk ingest` first")
     inventory = read_inventory(inventory_file)
+    require_valid_inventory(inventory, inventory_file, settings.validation)
     links = pd.read_parquet(links_file)
-    fleet = build_fleet_graph(
-        inventory,
-        links,
-        settings.hardware,
-        settings.graph.bandwidth_tiers,
-        snapshot=snapshot_id(links_file),
-    )
+    try:
+        fleet = build_fleet_graph(
+            inventory,
+            links,
+            settings.hardware,
+            settings.graph.bandwidth_tiers,
+            snapshot=snapshot_id(links_file),
+        )
+    except InputError as exc:  # the file it concerns, when the library could not name it
+        if exc.path is not None:
+            raise
+        about = links_file if exc.rule.startswith("links.") else inventory_file
+        raise InputError(about, exc.rule, exc.detail, exc.examples) from None
     out_dir = data_dir / schemas.GRAPH_DIR
     features = features_sha256(settings.hardware, settings.graph.bandwidth_tiers)
     record = save_fleet_graph(

@@ -35,13 +35,19 @@ def run(
     otherwise validates the raw logs first, so unvalidated rows never reach the link table.
     """
     from hulk.ingest import link_stats, window_end_for
-    from hulk.validation import read_inventory, record_link_validation, validate_logs
+    from hulk.validation import (
+        read_inventory,
+        record_link_validation,
+        require_valid_inventory,
+        validate_logs,
+    )
 
     logs_dir = logs_dir or data_dir / schemas.LOGS_DIR
     inventory_file = inventory_file or data_dir / schemas.INVENTORY_FILE
     now = now or dt.datetime.now(dt.UTC)
     window_end = window_end_for(logs_dir, now)
     inventory = read_inventory(inventory_file)
+    require_valid_inventory(inventory, inventory_file, settings.validation)
     findings: list[Finding] = []
     quarantine = validated_quarantine(logs_dir, inventory_file, data_dir)
     if quarantine is None:

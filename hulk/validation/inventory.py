@@ -199,6 +199,11 @@ class InventoryRule:
         return np.flatnonzero(bad.fillna(False).to_numpy(dtype=bool)).astype("int64")
 
 
+# A machine's memory at most (GB): a petabyte, far beyond any server, and finite (`inf` is no
+# memory figure: the planner's arithmetic would turn it into NaN).
+MAX_MEMORY_GB = 1_000_000.0
+
+
 def rules(settings: ValidateSettings) -> list[InventoryRule]:
     """The inventory's row rules, in the suite's order (after the column check)."""
     low, high = settings.compute_capability.low, settings.compute_capability.high
@@ -209,7 +214,9 @@ def rules(settings: ValidateSettings) -> list[InventoryRule]:
             "inventory.compute_capability", "error", "compute_capability", "between", low, high
         ),
         InventoryRule("inventory.gpu_count", "error", "gpu_count", "between", low=1),
-        InventoryRule("inventory.memory_gb", "error", "memory_gb", "between", 0, strict_low=True),
+        InventoryRule(
+            "inventory.memory_gb", "error", "memory_gb", "between", 0, MAX_MEMORY_GB, True
+        ),
         InventoryRule(
             "inventory.status", "error", "status", "in_set", values=schemas.MACHINE_STATUSES
         ),
@@ -241,7 +248,8 @@ _MESSAGES = {
     "inventory.compute_capability": "compute_capability outside the plausible range "
     "[{low:g}, {high:g}] on machine(s) {ids}",
     "inventory.gpu_count": "gpu_count must be at least 1; machine(s) {ids}",
-    "inventory.memory_gb": "memory_gb must be positive; machine(s) {ids}",
+    "inventory.memory_gb": f"memory_gb must be positive and at most {MAX_MEMORY_GB:,.0f}; "
+    "machine(s) {ids}",
     "inventory.status": f"status must be one of {', '.join(schemas.MACHINE_STATUSES)}; "
     "machine(s) {ids}",
     "inventory.coordinates": "lat must lie in [-90, 90] and lon in [-180, 180]; machine(s) {ids}",

@@ -141,6 +141,19 @@ def test_steps_one_by_one_and_ingest_reuses_validation(generated: Path, params: 
     assert (generated / "links.parquet").read_bytes() == first
 
 
+def test_ingest_refuses_an_inventory_validation_refuses(generated: Path, params: Path) -> None:
+    inventory = generated / "machines.csv"
+    rows = inventory.read_text().splitlines()
+    fields = rows[0].split(",")
+    first = rows[1].split(",")
+    first[fields.index("memory_gb")] = "inf"  # no memory figure
+    inventory.write_text("\n".join([rows[0], ",".join(first), *rows[2:]]) + "\n")
+    result = invoke("--params", params, "ingest", "--data", generated)
+    assert result.exit_code == 2, result.output
+    assert "[inventory.memory_gb]" in result.output
+    assert not (generated / "links.parquet").exists()
+
+
 @pytest.mark.slow
 def test_append_day_adds_the_next_partition(generated: Path, params: Path) -> None:
     before = sorted(p.name for p in (generated / "logs").iterdir())

@@ -41,6 +41,7 @@ def _broken_inventories() -> dict[str, pd.DataFrame]:
 
     cases["memory_gb"] = broken(memory_gb=([1], -64.0))
     cases["memory_zero"] = broken(memory_gb=([0, 2], 0.0))
+    cases["memory_infinite"] = broken(memory_gb=([1], np.inf))
     cases["gpu_count"] = broken(gpu_count=([3], 0))
     cases["compute_capability"] = broken(compute_capability=([0], 99.0))
     cases["status"] = broken(status=([2], "retired"))
@@ -69,7 +70,8 @@ def test_the_first_error_is_refused_naming_file_field_and_rule() -> None:
     assert (error.path, error.rule) == ("data/machines.csv", "inventory.memory_gb")
     node = int(inventory.loc[1, "node_id"])
     assert error.render().splitlines()[0] == (
-        f"data/machines.csv: [inventory.memory_gb] memory_gb must be positive; machine(s) {node}"
+        f"data/machines.csv: [inventory.memory_gb] memory_gb must be positive and at most "
+        f"1,000,000; machine(s) {node}"
     )
     assert error.examples[0]["memory_gb"] == -64.0
     # A warning (a machine without coordinates) does not stop planning.
@@ -102,14 +104,15 @@ def _refused(data: Path, commands: list[tuple[object, ...]], path: Path, node: i
         assert result.exit_code == 2, (command, result.output)
         first = result.output.strip().splitlines()[0]
         assert first.endswith(
-            f"{path}: [inventory.memory_gb] memory_gb must be positive; machine(s) {node}"
+            f"{path}: [inventory.memory_gb] memory_gb must be positive and at most 1,000,000; "
+            f"machine(s) {node}"
         ), (command, result.output)
         assert "Traceback" not in result.output
         assert _outputs(data) == before, command
     assert (data / "placements" / "latest.json").read_bytes() == latest
 
 
-def test_assign_replan_evaluate_refuse_a_negative_memory_inventory(
+def test_graph_assign_replan_evaluate_refuse_a_negative_memory_inventory(
     tiny: Path, tmp_path: Path
 ) -> None:
     jobs = tmp_path / "jobs.yaml"
@@ -128,6 +131,7 @@ def test_assign_replan_evaluate_refuse_a_negative_memory_inventory(
             (*common, "assign", "--data", tiny, "--jobs", jobs, "--strategy", "B"),  # whole fleet
             (*common, "replan", "--data", tiny, "--fail", 4),
             (*common, "evaluate", "--data", tiny),
+            (*common, "graph", "--data", tiny),  # the step before planning refuses it too
         ],
         path,
         node,
