@@ -65,7 +65,9 @@ def log_to_mlflow(settings: Settings, placements: str, markdown: str) -> str:
 
 
 def _assignment_run(settings: Settings, run_id: str) -> str | None:
-    """The MLflow assignment run of placements run `run_id`, if one was logged."""
+    """The MLflow assignment run of placements run `run_id`, if one was logged whole. Called
+    under the publish lock: a run of it not finished was left by a publication that died
+    midway (killed), so it is deleted and the run is logged anew, whole."""
     with registry.tracking(settings) as track:
         experiment = track.client.get_experiment_by_name(settings.mlflow.assignment_experiment)
         if experiment is None:
@@ -73,9 +75,12 @@ def _assignment_run(settings: Settings, run_id: str) -> str | None:
         runs = track.client.search_runs(
             [experiment.experiment_id],
             filter_string=f"tags.`hulk.placements.run_id` = '{run_id}'",
-            max_results=1,
         )
-    return runs[0].info.run_id if runs else None
+        whole = [run for run in runs if run.info.status == "FINISHED"]
+        for run in runs:
+            if run.info.status != "FINISHED":
+                track.client.delete_run(run.info.run_id)
+    return whole[0].info.run_id if whole else None
 
 
 def _published_run(settings: Settings) -> str | None:

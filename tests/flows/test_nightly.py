@@ -205,6 +205,27 @@ def test_assign_flow_on_a_folder_another_assign_run_holds_fails_in_one_line(
     assert _folder_state(settings) == before  # nothing written
 
 
+def test_a_publication_killed_midway_is_logged_anew_not_left_running(first_run: dict) -> None:
+    # A killed publish leaves its MLflow run RUNNING; the next publication of that placements
+    # run deletes it and logs a whole one, and a whole one is reused as it is.
+    from mlflow import MlflowClient
+
+    from flows.assign import _assignment_run
+
+    settings = first_run["settings"]
+    uri = registry.tracking_uri(settings)
+    client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+    experiment = client.get_experiment_by_name(settings.mlflow.assignment_experiment)
+    tag = {"hulk.placements.run_id": "2026-11-28T00-00-00Z-killed"}
+    left = client.create_run(experiment.experiment_id, tags=tag)  # never terminated
+    assert _assignment_run(settings, tag["hulk.placements.run_id"]) is None
+    assert client.get_run(left.info.run_id).info.lifecycle_stage == "deleted"
+    whole = client.create_run(experiment.experiment_id, tags=tag)
+    client.set_terminated(whole.info.run_id)
+    assert _assignment_run(settings, tag["hulk.placements.run_id"]) == whole.info.run_id
+    client.delete_run(whole.info.run_id)  # the folder as the other tests expect it
+
+
 def test_assign_flow_refused_the_publish_lock_leaves_its_publication_to_the_next_run(
     first_run: dict, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
