@@ -91,6 +91,19 @@ def run(
     failed_now = check_failed(fleet_before, failed or [])
     failed = sorted(set(failed_now) | set(earlier_failures(before.doc, fleet_before)))
     added_nodes, added_links, findings = read_growth(add_nodes, add_edges, inventory, settings)
+    made_on = before.doc.get("fleet", {}).get("inventory")
+    holds = fileio.sha256_file(data_dir / schemas.INVENTORY_FILE)
+    if isinstance(made_on, str) and made_on != holds:
+        findings.append(
+            Finding(
+                "warning",
+                "replan.inventory",
+                str(placements_file),
+                f"the file was made on inventory {made_on[:12]}…, the data folder holds "
+                f"{holds[:12]}…: its machines are read by node id on the data folder's fleet, "
+                "which may be another fleet",
+            )
+        )
     inventory_after, links_after = changed_fleet_frames(
         inventory, links, failed, added_nodes, added_links, source=add_nodes or add_edges
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 from typer.testing import CliRunner
@@ -277,6 +278,21 @@ def test_replan_bad_failed_machine_writes_nothing(
     assert mention in result.output
     assert sorted(p.name for p in path.parent.iterdir()) == listing
     assert (path.parent / "latest.json").read_bytes() == latest
+
+
+def test_replan_of_a_file_made_on_another_inventory_warns(
+    tiny: Path, jobs_file: Path, params: Path
+) -> None:
+    out = assigned(tiny, jobs_file, params, "B")
+    doc = json.loads((out / "latest.json").read_text())
+    inventory = tiny / "machines.csv"
+    frame = pd.read_csv(inventory)
+    frame.loc[0, "memory_gb"] *= 2  # another fleet under the same node ids
+    frame.to_csv(inventory, index=False)
+    lost = doc["jobs"][0]["nodes"][0]
+    result = invoke("--params", params, "replan", "--data", tiny, "--fail", lost)
+    assert result.exit_code == 0, result.output
+    assert "replan.inventory" in result.output and doc["fleet"]["inventory"][:12] in result.output
 
 
 def test_replan_added_node_clashing_with_the_fleet(tiny: Path, tmp_path: Path) -> None:
