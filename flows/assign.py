@@ -93,21 +93,24 @@ def _published_run(settings: Settings) -> str | None:
 
 
 def _finish(settings: Settings, placements: Path, mlflow_run: str | None) -> str | None:
-    """The rest of publishing `placements` (a ``<run-id>.json``): its MLflow run unless given
-    or already logged, then, if it is still the one ``latest.json`` holds, ``latest.png`` and
-    the record. Under the data folder's publish lock: two runs never interleave their plots."""
+    """The rest of publishing `placements` (a ``<run-id>.json``): if it is still the one
+    ``latest.json`` holds, ``latest.png`` (its evaluation: a file the fleet cannot read stops
+    here); its MLflow run unless given or already logged; then the record. Under the data
+    folder's publish lock: two runs never interleave their plots."""
     doc = json.loads(placements.read_text(encoding="utf-8"))
     run_id = str(doc["run_id"])
     folder = settings.assign.placements_dir
     with folder_lock(settings.data_dir, "publish", settings.scheduler.lock_timeout_s):
+        latest = folder / LATEST
+        current = json.loads(latest.read_text(encoding="utf-8")).get("run_id") == run_id
+        plot = latest.with_suffix(".png")
+        if current:  # evaluated first: a file the fleet cannot read gets no MLflow run
+            steps.run("evaluate", settings, placements_file=placements, plot=plot)
         mlflow_run = mlflow_run or _assignment_run(settings, run_id)
         if mlflow_run is None:
             mlflow_run = log_to_mlflow.fn(settings, str(placements), placements_markdown(doc))
-        latest = folder / LATEST
-        if json.loads(latest.read_text(encoding="utf-8")).get("run_id") != run_id:
+        if not current:
             return mlflow_run  # a newer run published since: its plot and record are its own
-        plot = latest.with_suffix(".png")
-        steps.run("evaluate", settings, placements_file=placements, plot=plot)
         record = {"run_id": run_id, "mlflow_run_id": mlflow_run, "plot": plot.name}
         fileio.write_text(folder / PUBLISHED, json.dumps(record, indent=2) + "\n")
     return mlflow_run

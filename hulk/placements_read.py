@@ -22,6 +22,8 @@ placements.structure    placed without machines; queued/infeasible with machines
                         not the machines of the stages
 placements.coverage     a replica that does not cover ``[0, layers)`` exactly once, in order
 placements.unknown_node  a node id that is not in the fleet
+placements.added_machines  machines a re-plan added (``replan.added_nodes``) and a job uses,
+                        that the fleet lacks
 placements.node_shared  a machine serving two jobs (or two stages of one job)
 placements.memory       a stage (or a tensor-parallel share) that does not fit its machine
 ====================== =====================================================================
@@ -390,8 +392,28 @@ def read_placements(
         placement = _read_job(problems, index, entry, fleet, known, owner, seen)
         if placement is not None:
             placements.append(placement)
+    added = _added_elsewhere(raw, fleet)
+    if added and any(rule == "placements.unknown_node" for rule, _ in problems.found):
+        raise InputError(
+            path,
+            "placements.added_machines",
+            f"re-planned with machine(s) {added} added (`hulk replan --add-nodes`) that this "
+            "fleet lacks: read it on a fleet that has them (their rows in the inventory, their "
+            "links in the link table)",
+            [detail for _, detail in problems.found],
+        )
     problems.raise_any()
     return PlacementsFile(path, raw, placements)
+
+
+def _added_elsewhere(raw: Mapping[str, Any], fleet: Fleet) -> list[int]:
+    """The machines a re-plan added (``replan.added_nodes``) that `fleet` does not list."""
+    record = raw.get("replan")
+    added = record.get("added_nodes") if isinstance(record, dict) else None
+    if not isinstance(added, list):
+        return []
+    known = set(fleet.node_ids.tolist())
+    return sorted({n for n in added if isinstance(n, int) and n not in known})
 
 
 def _job_label(index: int, entry: object) -> str:

@@ -246,6 +246,17 @@ def test_replan_with_added_machines(tiny: Path, tmp_path: Path) -> None:
     after = json.loads((path.parent / "latest.json").read_text())
     assert after["replan"]["added_nodes"] == [9] and after["fleet"]["nodes"] == 6
     assert after["jobs"][1]["status"] == "placed" and 3 not in after["jobs"][1]["nodes"]
+    # Every first machine lost: a job runs on the added one, which the data folder's fleet
+    # lacks; the file says why it cannot be read there.
+    edges.write_text("9 5 1.0\n")
+    result = invoke("replan", "--data", tiny, "--placements", path, "--fail", "0,1,2,3,4",
+                    "--add-nodes", nodes, "--add-edges", edges)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    alone = json.loads((path.parent / "latest.json").read_text())
+    assert any(job["nodes"] == [9] for job in alone["jobs"])
+    result = invoke("evaluate", path.parent / "latest.json", "--data", tiny)
+    assert result.exit_code == 2 and "placements.added_machines" in result.output
+    assert "machine(s) [9] added" in " ".join(result.output.split())
 
 
 def test_machines_lost_earlier_in_a_chain_stay_lost(tiny: Path, tmp_path: Path) -> None:
