@@ -33,7 +33,8 @@ resolve keeps its trimmed text with empty coordinates and gives the warning
 Structural problems stop the import with an `InputError` naming the file, the rule and example
 lines: a missing or empty file, missing columns, a wrong number of fields, non-numeric or
 out-of-range values, duplicate node ids, an edge naming an unknown machine, and a zero or
-negative latency. Every row is checked before the error is raised, so it lists all the lines
+negative latency, or one above ``validate.max_elapsed_ms`` (as probes: no message waits that
+long). Every row is checked before the error is raised, so it lists all the lines
 that break the first rule found (first in file order).
 """
 
@@ -166,7 +167,7 @@ def read_edges(
     Also used for links that arrive with new machines (`hulk replan --add-edges`).
     """
     validation = validation or ValidateSettings()
-    edges = _read_edges(Path(path), set(inventory["node_id"].tolist()))
+    edges = _read_edges(Path(path), set(inventory["node_id"].tolist()), validation.max_elapsed_ms)
     floors = _fiber_floors(inventory, edges, validation.fiber_km_per_ms)
     return _merge_edges(edges, Path(path), validation, floors)
 
@@ -376,7 +377,7 @@ def _edge_fields(body: str) -> list[str]:
     return body.split()
 
 
-def _read_edges(path: Path, known: set[int]) -> list[_Edge]:
+def _read_edges(path: Path, known: set[int], max_latency_ms: float) -> list[_Edge]:
     rows = list(_content(_read_lines(path, "edges"), inline_comments=True))
     if rows and _edge_fields(rows[0][1])[0].casefold() in EDGE_HEADER_WORDS:
         rows = rows[1:]
@@ -412,6 +413,13 @@ def _read_edges(path: Path, known: set[int]) -> list[_Edge]:
             problems.add(
                 "edges.non_positive_latency",
                 "latency_ms must be > 0",
+                _example(number, line, f"latency {latency:g} ms"),
+            )
+            continue
+        if latency > max_latency_ms:  # as probes are: no message waits that long
+            problems.add(
+                "edges.latency_too_large",
+                f"latency_ms must be at most validate.max_elapsed_ms ({max_latency_ms:g} ms)",
                 _example(number, line, f"latency {latency:g} ms"),
             )
             continue

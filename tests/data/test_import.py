@@ -295,6 +295,12 @@ def test_non_positive_latency(tmp_path: Path, latency: str) -> None:
     _assert_names(error, tmp_path / "edge.txt", "edges.non_positive_latency", 2)
 
 
+def test_a_latency_no_probe_waits_for_is_refused(tmp_path: Path) -> None:
+    error = _error(tmp_path, edges="0 1 74\n1 2 1000000000\n")  # 11 days
+    _assert_names(error, tmp_path / "edge.txt", "edges.latency_too_large", 2)
+    assert "60000 ms" in str(error)
+
+
 @pytest.mark.parametrize("row", ["0 1 fast", "0 x 10", "0 1 nan", "0 1 10 lots"])
 def test_non_numeric_edge_value(tmp_path: Path, row: str) -> None:
     error = _error(tmp_path, edges=f"0 2 290\n{row}\n")
