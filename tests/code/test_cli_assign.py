@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from hulk import fileio
 from hulk.cli import app
-from hulk.jobs import PAPER_MIX_4, dump_jobs, preset_jobs
+from hulk.jobs import PAPER_MIX_4, dump_jobs, job_to_dict, preset_jobs
 from tests.conftest import HULK47
 
 runner = CliRunner()
@@ -173,6 +173,25 @@ def test_evaluating_another_file_leaves_the_published_plans_metrics(
     assert (
         invoke("--params", params, "evaluate", out / "latest.json", "--data", tiny).exit_code == 0
     )
+
+
+def test_evaluate_tables_fit_80_columns_without_cutting_a_figure(
+    tiny: Path, tmp_path: Path, params: Path
+) -> None:
+    jobs = tmp_path / "long.yaml"
+    long_name = [{**job_to_dict(job), "name": f"{job.name}-finetune-customer-support-v2"}
+                 for job in preset_jobs(["GPT-2-1.5B", "BERT-large"])]  # fmt: skip
+    jobs.write_text(yaml.safe_dump({"jobs": long_name}))
+    out = assigned(tiny, jobs, params, "C")
+    result = runner.invoke(
+        app, ["evaluate", str(out / "latest.json"), "--data", str(tiny)], env={"COLUMNS": "80"}
+    )
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.output, result.output
+    starts = ("job ", "─", "GPT-2", "BERT", "-support")  # the tables' lines
+    tables = [line for line in result.output.splitlines() if line.startswith(starts)]
+    assert len(tables) >= 10, result.output
+    assert all(len(line.rstrip()) <= 80 for line in tables), result.output
 
 
 def test_evaluate_malformed_file_names_the_field(tiny: Path, jobs_file: Path, params: Path) -> None:
