@@ -168,6 +168,17 @@ def discover_logs(logs: Path) -> LogSet:
         )
     fmt: LogFormat = "parquet" if parquet else "csv"
     files = tuple(LogFile(p, _day_of(p, logs)) for p in (parquet or csv_files))
+    outside = [f.path for f in files if f.day is None]
+    if outside and len(outside) < len(files):
+        # A stray copy beside the partitions: read, it would count its probes twice and move
+        # the window to the wall clock.
+        raise InputError(
+            logs,
+            "mixed-layout",
+            f"{len(outside)} log file(s) lie outside the day=YYYY-MM-DD partitions the others "
+            "are in; keep every file in its day's partition (or none in partitions)",
+            outside[:5],
+        )
     return LogSet(root=logs, format=fmt, files=files)
 
 

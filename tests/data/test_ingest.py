@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -474,6 +475,12 @@ def test_mixed_formats_and_bad_partition_names(tmp_path: Path, ingest) -> None:
     logs = write_logs(tmp_path / "logs", tiny_rows())
     frame_of(tiny_rows()).to_csv(logs / "extra.csv", index=False)
     with pytest.raises(InputError, match=r"\[mixed-formats\]"):
+        link_stats(logs, inventory(1, 2, 3), ingest)
+    # A stray copy of a partition's file in a folder that is no partition, beside the others.
+    logs = write_logs(tmp_path / "stray", tiny_rows())
+    (logs / "2026-11-21").mkdir()
+    shutil.copy(logs / "day=2026-11-20" / "part-0.parquet", logs / "2026-11-21")
+    with pytest.raises(InputError, match=r"\[mixed-layout\] 1 log file\(s\) lie outside"):
         link_stats(logs, inventory(1, 2, 3), ingest)
     for i, name in enumerate(["day=20261120", "day=2026-13-01"]):
         logs = write_logs(tmp_path / f"bad{i}", tiny_rows())
