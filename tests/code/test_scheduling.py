@@ -56,11 +56,7 @@ def by_job(doc: dict) -> dict[str, dict]:
 
 
 def test_a_new_job_never_moves_running_ones(tiny: Path, settings: Settings, tmp_path: Path) -> None:
-    jobs = write_jobs(
-        tmp_path / "jobs.yaml",
-        spec("gpt", "GPT-2-1.5B", iterations=1_000_000),
-        spec("bert", "BERT-large", iterations=1_000_000),
-    )
+    jobs = gpt_and_bert(tmp_path)
     first = by_job(assign(tiny, settings, jobs, T0))
     assert {first[j]["action"] for j in first} == {"start"}
     write_jobs(
@@ -116,14 +112,19 @@ def test_a_finished_job_frees_its_machines(tiny: Path, settings: Settings, tmp_p
     assert not set(later["next"]["nodes"]) & set(later["long"]["nodes"])
 
 
-def test_a_job_marked_finished_between_runs_is_the_next_runs_finished_job(
-    tiny: Path, settings: Settings, tmp_path: Path
-) -> None:
-    jobs = write_jobs(
+def gpt_and_bert(tmp_path: Path) -> Path:
+    """A jobs file of two long jobs: GPT-2-1.5B ("gpt") and BERT-large ("bert")."""
+    return write_jobs(
         tmp_path / "jobs.yaml",
         spec("gpt", "GPT-2-1.5B", iterations=1_000_000),
         spec("bert", "BERT-large", iterations=1_000_000),
     )
+
+
+def test_a_job_marked_finished_between_runs_is_the_next_runs_finished_job(
+    tiny: Path, settings: Settings, tmp_path: Path
+) -> None:
+    jobs = gpt_and_bert(tmp_path)
     assign(tiny, settings, jobs, T0)
     with JobStore(jobs_db(tiny)) as store:
         store.finish("bert", T0 + dt.timedelta(minutes=5))
@@ -145,11 +146,7 @@ def report_silent(data: Path, machine: int) -> None:
 def test_a_machine_that_stopped_reporting_moves_only_its_job(
     tiny: Path, settings: Settings, tmp_path: Path
 ) -> None:
-    jobs = write_jobs(
-        tmp_path / "jobs.yaml",
-        spec("gpt", "GPT-2-1.5B", iterations=1_000_000),
-        spec("bert", "BERT-large", iterations=1_000_000),
-    )
+    jobs = gpt_and_bert(tmp_path)
     first = by_job(assign(tiny, settings, jobs, T0))
     silent = first["gpt"]["nodes"][0]
     report_silent(tiny, silent)
@@ -172,11 +169,7 @@ def test_a_run_at_the_same_clock_with_nothing_changed_gives_the_same_estimates(
     # A job restarts elsewhere (its machine stopped reporting) and pays the checkpoint's
     # transfer; the store keeps when it computes again. A second run at the same clock reads
     # back that very instant: every estimate is the same, to the byte.
-    jobs = write_jobs(
-        tmp_path / "jobs.yaml",
-        spec("gpt", "GPT-2-1.5B", iterations=1_000_000),
-        spec("bert", "BERT-large", iterations=1_000_000),
-    )
+    jobs = gpt_and_bert(tmp_path)
     first = by_job(assign(tiny, settings, jobs, T0))
     report_silent(tiny, first["gpt"]["nodes"][0])
     later = T0 + dt.timedelta(minutes=15)

@@ -127,20 +127,9 @@ def test_run_id_hashes_the_inputs() -> None:
     fleet = tiny_fleet()
     again = document(fleet)
     assert document(fleet)["run_id"] == again["run_id"]
-    other = pl.build_document(
-        example(fleet)[:2],
-        fleet,
-        pl.fleet_info(fleet),
-        strategy="teacher",
-        schedule=pl.CONCURRENT,
-        makespan_s=1.0,
-        seed=7,
-        started=NOW,
-    )
-    assert other["run_id"] != again["run_id"] and other["run_id"][:20] == again["run_id"][:20]
-    # A scheduling run's queue block counts, but not the time the run took.
-    queued = [
-        pl.build_document(
+
+    def two_jobs(extra: dict | None = None) -> str:
+        return pl.build_document(
             example(fleet)[:2],
             fleet,
             pl.fleet_info(fleet),
@@ -149,11 +138,17 @@ def test_run_id_hashes_the_inputs() -> None:
             makespan_s=1.0,
             seed=7,
             started=NOW,
-            extra={"queue": {"order": order, "scheduling_s": seconds}},
+            extra=extra,
         )["run_id"]
+
+    other = two_jobs()
+    assert other != again["run_id"] and other[:20] == again["run_id"][:20]
+    # A scheduling run's queue block counts, but not the time the run took.
+    queued = [
+        two_jobs({"queue": {"order": order, "scheduling_s": seconds}})
         for order, seconds in (("arrival", 0.1), ("arrival", 0.2), ("shortest-first", 0.1))
     ]
-    assert queued[0] == queued[1] != queued[2] and other["run_id"] not in queued
+    assert queued[0] == queued[1] != queued[2] and other not in queued
 
 
 def test_non_finite_numbers_become_null() -> None:
