@@ -83,6 +83,13 @@ def run(
     from hulk.placements_read import read_placements
     from hulk.stages.scheduling import running_jobs
 
+    if not failed and add_nodes is None and add_edges is None:
+        raise InputError(
+            None,
+            "replan.nothing",
+            "nothing to re-plan: give the failed machines (--fail N,…) or the added ones "
+            "(--add-nodes FILE --add-edges FILE)",
+        )
     started = now or pl.utc_now()
     placements_file = placements_file or settings.assign.placements_dir / pl.LATEST
     out_dir = out_dir or placements_file.parent

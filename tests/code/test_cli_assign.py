@@ -295,7 +295,11 @@ def test_machines_lost_earlier_in_a_chain_stay_lost(tiny: Path, tmp_path: Path) 
 
 @pytest.mark.parametrize(
     ("fail", "mention"),
-    [("3,42", "--fail: node id(s) [42]"), ("3,x", "--fail: 'x' is not a node id")],
+    [
+        ("3,42", "--fail: node id(s) [42]"),
+        ("3,x", "--fail: 'x' is not a node id"),
+        ("", "[replan.nothing] nothing to re-plan"),
+    ],
 )
 def test_replan_bad_failed_machine_writes_nothing(
     tiny: Path, tmp_path: Path, fail: str, mention: str
