@@ -14,7 +14,9 @@ placements.readable     missing file, not UTF-8, not JSON, NaN/Infinity in the J
 placements.schema       ``schema`` is not ``hulk.placements/v1``
 placements.missing_key  a required key is absent
 placements.wrong_type   a value of the wrong type (a bool is not a number, 2.0 is not an id)
-placements.bad_value    a status, layout or schedule outside its set; a negative time
+placements.bad_value    a status, layout or schedule outside its set; a negative time; a
+                        scheduler's ``start_at`` / ``finish_at`` that is no UTC time
+                        ``YYYY-MM-DDTHH:MM:SSZ``, or a finish before the start
 placements.unknown_job  a job without ``spec`` that is neither given nor a preset
 placements.bad_spec     a ``spec`` that the jobs file rules reject or that names another job
 placements.duplicate_job  two entries for one job
@@ -34,8 +36,10 @@ model reports them (`hulk evaluate` shows an infeasible estimate with its reason
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +52,7 @@ from pydantic import (
     ConfigDict,
     PlainValidator,
     ValidationError,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -215,6 +220,23 @@ def _has_stages(stages: list[_StageRecord]) -> list[_StageRecord]:
     return stages
 
 
+def _utc_or_null(value: object) -> object:
+    """A scheduler's time: ``YYYY-MM-DDTHH:MM:SSZ`` (as written), or null."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _wrong_type("str or null", value)
+    if not _UTC_TIME.fullmatch(value):
+        raise _bad_value(f"{value!r} is not a UTC time YYYY-MM-DDTHH:MM:SSZ")
+    try:
+        dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise _bad_value(f"{value!r} is not a UTC time YYYY-MM-DDTHH:MM:SSZ") from None
+    return value
+
+
+_UTC_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
+UtcOrNull = Annotated[str | None, PlainValidator(_utc_or_null)]
 Text = Annotated[str, _strict("str", lambda v: isinstance(v, str))]
 TextOrNull = Annotated[str | None, _strict("str", lambda v: isinstance(v, str), nullable=True)]
 Id = Annotated[int, _strict("int", _is_int)]
@@ -280,6 +302,16 @@ class _JobRecord(_Record):
     # Absent: the jobs given or the presets (an explicit null is a wrong type).
     spec: Annotated[dict[str, Any] | None, _strict("dict", lambda v: isinstance(v, dict))] = None
     run_order: IdOrNull = None
+    # The scheduler's estimates (its runs only).
+    start_at: UtcOrNull = None
+    finish_at: UtcOrNull = None
+
+    @model_validator(mode="after")
+    def _finish_not_before_start(self) -> _JobRecord:
+        # Same format, so the text orders as the time.
+        if self.start_at and self.finish_at and self.finish_at < self.start_at:
+            raise _bad_value(f"finish_at {self.finish_at} is before start_at {self.start_at}")
+        return self
 
 
 class _FleetRecord(_Record):

@@ -207,6 +207,29 @@ def test_evaluate_malformed_file_names_the_field(tiny: Path, jobs_file: Path, pa
     assert not bad.with_suffix(".png").exists()
 
 
+@pytest.mark.parametrize(
+    ("start", "finish", "mention"),
+    [
+        ("garbage", None, "'garbage' is not a UTC time"),
+        ("2026-11-24T09:00:00Z", "2026-11-24T08:00:00Z", "is before start_at"),
+        ("2026-02-30T09:00:00Z", None, "is not a UTC time"),
+    ],
+)
+def test_evaluate_refuses_scheduler_times_that_are_no_times(
+    tiny: Path, jobs_file: Path, params: Path, start: str, finish: str | None, mention: str
+) -> None:
+    out = assigned(tiny, jobs_file, params, "teacher")
+    doc = json.loads((out / "latest.json").read_text())
+    assert invoke("evaluate", out / "latest.json", "--data", tiny).exit_code == 0
+    doc["jobs"][0]["start_at"] = start
+    doc["jobs"][0]["finish_at"] = finish
+    bad = out / "bad.json"
+    bad.write_text(json.dumps(doc))
+    result = invoke("evaluate", bad, "--data", tiny)
+    assert result.exit_code == 2, result.output
+    assert "placements.bad_value" in result.output and mention in " ".join(result.output.split())
+
+
 def _concurrent_file(tiny: Path, tmp_path: Path) -> Path:
     """Placements with GPT-2 on Beijing (0–2) and BERT on Tokyo (3–5), made with the planner."""
     from hulk import placements as pl
