@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -46,8 +48,24 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
             # mkstemp makes the file private (0600); published outputs get the usual permissions.
             tmp_path.chmod(0o666 & ~_umask())
             os.replace(tmp_path, path)
+            _sweep_stale_temporaries(path, keep=tmp_path)
         finally:
             tmp_path.unlink(missing_ok=True)
+
+
+STALE_TEMPORARY_S = 3600.0  # a writer holds its temporary for seconds; an hour-old one is dead
+
+
+def _sweep_stale_temporaries(path: Path, keep: Path) -> None:
+    """Remove the temporaries of `path` that writers killed mid-write left (``kill -9``):
+    older than `STALE_TEMPORARY_S`, so never one a live writer still fills."""
+    cutoff = time.time() - STALE_TEMPORARY_S
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        try:
+            if stale != keep and stale.is_file() and stale.stat().st_mtime < cutoff:
+                stale.unlink()
+        except OSError:
+            continue  # another writer swept it, or it cannot be removed: not this write's concern
 
 
 @contextmanager

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -52,3 +53,19 @@ def test_outputs_follow_the_umask_not_mkstemps_0600(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     assert target.stat().st_mode & 0o777 == 0o644  # readable by the scheduler's own user
+
+
+def test_a_write_sweeps_the_temporaries_killed_writers_left(tmp_path: Path) -> None:
+    target = tmp_path / "latest.json"
+    dead = tmp_path / ".latest.json.abc123.tmp"  # a writer killed an hour and more ago
+    dead.write_text("")
+    old = time.time() - fileio.STALE_TEMPORARY_S - 60
+    os.utime(dead, (old, old))
+    live = tmp_path / ".latest.json.def456.tmp"  # another writer's, still being filled
+    live.write_text("{")
+    other = tmp_path / ".other.json.abc123.tmp"  # another file's: not this write's
+    other.write_text("")
+    os.utime(other, (old, old))
+    fileio.write_text(target, "{}")
+    assert target.read_text() == "{}"
+    assert not dead.exists() and live.exists() and other.exists()
