@@ -96,8 +96,19 @@ def run(
     fleet_before, inventory, links = load_fleet(data_dir, settings)
     before = read_placements(placements_file, fleet_before)
     failed_now = check_failed(fleet_before, failed or [])
-    failed = sorted(set(failed_now) | set(earlier_failures(before.doc, fleet_before)))
+    lost_before = earlier_failures(before.doc, fleet_before)
+    failed = sorted(set(failed_now) | set(lost_before))
     added_nodes, added_links, findings = read_growth(add_nodes, add_edges, inventory, settings)
+    again = sorted(set(failed_now) & set(lost_before))
+    if again:
+        findings.append(
+            Finding(
+                "warning",
+                "replan.already_failed",
+                str(placements_file),
+                f"--fail: machine(s) {again} were already lost earlier in this chain of re-plans",
+            )
+        )
     made_on = before.doc.get("fleet", {}).get("inventory")
     holds = fileio.sha256_file(data_dir / schemas.INVENTORY_FILE)
     if isinstance(made_on, str) and made_on != holds:

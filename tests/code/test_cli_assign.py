@@ -309,6 +309,8 @@ def test_machines_lost_earlier_in_a_chain_stay_lost(tiny: Path, tmp_path: Path) 
     assert result.exit_code == 0, result.output
     doc = json.loads(latest.read_text())
     assert doc["replan"]["failed"] == [0, 3] and doc["replan"]["failed_now"] == [3]
+    result = invoke("replan", "--data", tiny, "--placements", latest, "--fail", "3")
+    assert result.exit_code == 0 and "replan.already_failed" in result.output, result.output
     assert doc["fleet"]["nodes"] == 4
     assert not {0, 3} & {n for j in doc["jobs"] for n in j["nodes"]}
     result = invoke("evaluate", latest, "--data", tiny)
