@@ -246,8 +246,8 @@ def save_fleet_graph(
         "edge_features": list(EDGE_FEATURES),
         "snapshot": fleet.snapshot,
     }
-    with fileio.atomic_path(out_dir / GRAPH_TENSORS) as tmp:
-        torch.save(tensors, tmp)
+    with fileio.atomic_path(out_dir / GRAPH_TENSORS) as tmp, open(tmp, "wb") as handle:
+        torch.save(tensors, handle)  # a handle: the archive's folder is not named after tmp
     node_link = nx.node_link_data(fleet.graph, edges="edges")
     fileio.write_text(out_dir / GRAPH_NODE_LINK, json.dumps(node_link, sort_keys=True) + "\n")
     record = {

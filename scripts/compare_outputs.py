@@ -25,8 +25,9 @@ wall-clock figures (the teacher's seconds in corpus.json and labels/labels.json,
 inference seconds and the speed-ups made of them in metrics/details/train.json, the
 ``seconds`` column of training/learning_curve.csv, the scheduler's ``queue.scheduling_s`` in the
 placements file, which its run id's hash leaves out), the sha256 of a
-``torch.save`` file (the archive's folder is named after the temporary file it was written
-through: the members are compared instead), MLflow's database (random run ids, timestamps;
+``torch.save`` file written by a Hulk before `hulk.graph` and the prior step saved through a
+handle (the archive's folder was named after the temporary file it was written through: the
+members are compared instead), MLflow's database (random run ids, timestamps;
 its artifacts are paired across run ids), and what Great Expectations generates (random ids,
 Data Docs pages stamped with the time).
 """
@@ -113,8 +114,8 @@ def json_differences(a: Any, b: Any, where: str = "", limit: int = 8) -> list[st
 
 def archive_note(a: Path, b: Path) -> str | None:
     """For two zip archives (``torch.save`` files): whether their members are equal once the
-    archive's top folder is ignored (torch names it after the file, and Hulk writes through a
-    temporary file with a random name)."""
+    archive's top folder is ignored (torch names it after the file it saves to, and earlier
+    Hulks saved to a temporary file with a random name)."""
     try:
         with zipfile.ZipFile(a) as za, zipfile.ZipFile(b) as zb:
             members_a = {n.partition("/")[2]: za.read(n) for n in za.namelist()}

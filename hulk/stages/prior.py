@@ -152,8 +152,9 @@ def train_prior(settings: Settings, seed: int, rebuild: bool = False) -> dict[st
     corpus = load_corpus(settings.corpus.path)
     result = train_model(corpus.train, corpus.val, settings.model, settings.train, seed)
     path = prior_path(settings)
-    with fileio.atomic_path(path) as tmp:
-        torch.save({k: v.detach().cpu() for k, v in result.model.state_dict().items()}, tmp)
+    with fileio.atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        # A handle: the archive's folder is not named after tmp, so equal weights, equal bytes.
+        torch.save({k: v.detach().cpu() for k, v in result.model.state_dict().items()}, handle)
     record = {
         **wanted,
         "config": result.config.to_dict(),
