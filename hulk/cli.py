@@ -29,7 +29,7 @@ from rich.table import Table
 from rich.text import Text
 
 from hulk import steps
-from hulk.errors import HulkError, InputError, storage_error
+from hulk.errors import ConfigError, HulkError, InputError, storage_error
 from hulk.settings import DEFAULT_PARAMS, Settings, load_settings
 from hulk.stages import BASELINE_SYSTEMS, JobRow, StepResult
 
@@ -115,6 +115,11 @@ def main(
 ) -> None:
     _tolerant_output()
     try:
+        given = getattr(ctx.get_parameter_source("params"), "name", None) == "COMMANDLINE"
+        if given and not Path(params).is_file():
+            # Only the default params.yaml may be absent (the defaults then); a mistyped
+            # --params would run every command on the defaults without a word.
+            raise ConfigError(f"{params}: --params names no settings file")
         ctx.obj = load_settings(params)
     except HulkError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}")

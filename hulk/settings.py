@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 DEFAULT_PARAMS = Path("params.yaml")
 DEFAULT_DATA_DIR = Path("data")  # params data_dir; paths under it follow --data
 
-PositiveFloat = Annotated[float, Field(gt=0)]
+PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]  # finite: inf is no setting
 PositiveInt = Annotated[int, Field(gt=0)]
 Fraction = Annotated[float, Field(ge=0, le=1)]
 

@@ -38,7 +38,7 @@ from hulk import fileio, schemas
 from hulk.code_deps import module_files
 from hulk.data_folder import LEARNING_CURVE_CSV, LEARNING_CURVES_PNG, TRAINING_DIR, VALIDATED
 from hulk.placements import LATEST
-from hulk.settings import Settings
+from hulk.settings import AssignSettings, Settings
 from hulk.stages import BASELINE_SYSTEMS, ScheduledTimes, StepResult
 from hulk.stages import assign as stage_assign
 from hulk.stages import corpus as stage_corpus
@@ -332,6 +332,7 @@ STEPS: tuple[Step, ...] = (
             _prior(s),
             _data(s, stage_labels.LABELS_DIR),
             *_fleet(s),
+            _data(s, schemas.GRAPH_DIR),  # the fleet's graph the model is scored on
         ],
         outs=lambda s: [_data(s, TRAINING_DIR, LEARNING_CURVES_PNG)],
         plots=lambda s: [_data(s, TRAINING_DIR, LEARNING_CURVE_CSV)],
@@ -346,7 +347,8 @@ STEPS: tuple[Step, ...] = (
             "graph",
             "cost",
             "mlflow",
-            "assign.gnn_fallback_ratio",
+            # The GNN strategy's settings: the gate scores the model through it.
+            *(f"assign.{name}" for name in AssignSettings.model_fields if name.startswith("gnn_")),
         ),
     ),
     Step(

@@ -264,3 +264,10 @@ def test_a_terminal_without_the_marks_gets_question_marks_not_a_traceback(tmp_pa
     )
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout.decode("ascii") == "? submitted probe\n"
+
+
+def test_a_params_file_that_is_not_there_is_an_error_not_the_defaults(tmp_path: Path) -> None:
+    missing = tmp_path / "parms.yaml"  # mistyped
+    result = invoke("--params", missing, "jobs", "list", "--data", tmp_path)
+    assert result.exit_code == 2, result.output
+    assert f"{missing}: --params names no settings file" in " ".join(result.output.split())

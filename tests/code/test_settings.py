@@ -34,6 +34,13 @@ def test_out_of_range_value_is_named() -> None:
         settings_from_dict({"validate": {"asymmetry_ratio": -1}})
 
 
+@pytest.mark.parametrize("key", ["finetune.lr", "train.lr", "teacher.time_budget_s"])
+def test_an_infinite_positive_setting_is_named(key: str) -> None:
+    section, name = key.split(".")
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        settings_from_dict({section: {name: float("inf")}})
+
+
 def test_inverted_range_is_rejected() -> None:
     with pytest.raises(ConfigError, match=r"generate\.route_inflation"):
         settings_from_dict({"generate": {"route_inflation": {"low": 3, "high": 1}}})
