@@ -47,6 +47,10 @@ app = typer.Typer(
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
+# As `seed` in params.yaml: what numpy and torch take.
+SeedOption = Annotated[
+    int | None, typer.Option(min=0, max=2**63 - 1, help="Random seed (params: seed).")
+]
 ParamsOption = Annotated[
     Path, typer.Option("--params", help="Settings file (every tunable number of Hulk).")
 ]
@@ -227,7 +231,7 @@ def generate(
     days: Annotated[
         int | None, typer.Option(min=1, help="Days of logs (params: generate.days).")
     ] = None,
-    seed: Annotated[int | None, typer.Option(help="Random seed (params: seed).")] = None,
+    seed: SeedOption = None,
     out_dir: Annotated[
         Path | None,
         typer.Option("--out", "--data", help="Output (data) folder (params: data_dir)."),
@@ -465,7 +469,7 @@ def serve(ctx: typer.Context) -> None:
 def train(
     ctx: typer.Context,
     data: Annotated[Path | None, typer.Option(help="Data folder (params: data_dir).")] = None,
-    seed: Annotated[int | None, typer.Option(help="Random seed (params: seed).")] = None,
+    seed: SeedOption = None,
     workers: Annotated[int, typer.Option(min=1, help="Processes labelling the corpus.")] = 2,
     rebuild_corpus: Annotated[
         bool,
@@ -657,7 +661,7 @@ def assign(
         Path | None,
         typer.Option("--out", help="Placements folder (params: assign.placements_dir)."),
     ] = None,
-    seed: Annotated[int | None, typer.Option(help="Random seed (params: seed).")] = None,
+    seed: SeedOption = None,
 ) -> None:
     """Place the jobs on the fleet; write DIR/<run-id>.json and DIR/latest.json."""
     settings = _settings(ctx, data)

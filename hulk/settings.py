@@ -522,7 +522,7 @@ class FlowsSettings(Section):
 
 
 class Settings(Section):
-    seed: int = 7
+    seed: Annotated[int, Field(ge=0, lt=2**63)] = 7  # what numpy and torch take
     data_dir: Path = DEFAULT_DATA_DIR
     generate: GenerateSettings = GenerateSettings()
     ingest: IngestSettings = IngestSettings()

@@ -95,3 +95,9 @@ def test_gnn_planner_large_changes_the_gnn_planner_on_top() -> None:
 def test_bad_gnn_planner_keys_are_named(key: str, change: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=rf"assign\.{key}: .*" + message):
         settings_from_dict({"assign": {key: change}})
+
+
+@pytest.mark.parametrize("seed", [-1, 2**63])
+def test_a_seed_numpy_and_torch_cannot_take_is_named(seed: int) -> None:
+    with pytest.raises(ConfigError, match=r"seed: Input should be"):
+        settings_from_dict({"seed": seed})
