@@ -57,6 +57,7 @@ and outage streams), so appending a day later gives exactly what a longer window
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import re
 import shutil
@@ -87,6 +88,7 @@ __all__ = [
     "build_fleet",
     "expected_links",
     "generate_day",
+    "read_generation",
     "write_dataset",
 ]
 
@@ -392,7 +394,26 @@ def write_dataset(
     for folder in _partitions(out_dir).values():
         if folder not in keep:
             shutil.rmtree(folder)
+    record = {"format": 1, "seed": seed, "generate": settings.model_dump(mode="json")}
+    fileio.write_text(
+        out_dir / schemas.GENERATION_FILE, json.dumps(record, indent=1, sort_keys=True) + "\n"
+    )
     return written
+
+
+def read_generation(out_dir: Path) -> tuple[int, GenerateSettings] | None:
+    """The seed and generate settings `write_dataset` made out_dir's logs with (None: logs
+    from elsewhere, or generated before the record was kept)."""
+    path = Path(out_dir) / schemas.GENERATION_FILE
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        return int(record["seed"]), GenerateSettings.model_validate_json(
+            json.dumps(record["generate"])
+        )
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InputError(path, "generate.record", f"not a generation record: {exc}") from exc
 
 
 def read_generated_inventory(path: Path) -> pd.DataFrame:

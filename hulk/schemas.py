@@ -57,6 +57,8 @@ LINKS = {
 
 INVENTORY_FILE = "machines.csv"
 LOGS_DIR = "logs"
+# What made a generated folder's logs (seed, generate settings): the next day continues them.
+GENERATION_FILE = "generation.json"
 LINKS_FILE = "links.parquet"
 QUARANTINE_FILE = "quarantine.parquet"
 VALIDATION_DIR = "validation"

@@ -225,7 +225,11 @@ STEPS: tuple[Step, ...] = (
         stage=stage_generate.run,
         doc="synthetic inventory + day-partitioned latency logs (the embedded default)",
         deps=lambda s: [],
-        outs=lambda s: [_data(s, schemas.INVENTORY_FILE), _data(s, schemas.LOGS_DIR)],
+        outs=lambda s: [
+            _data(s, schemas.INVENTORY_FILE),
+            _data(s, schemas.LOGS_DIR),
+            _data(s, schemas.GENERATION_FILE),
+        ],
         params=("seed", "generate"),
         nightly=False,
     ),

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hulk import schemas
+from hulk.errors import InputError
 from hulk.settings import Settings
 from hulk.stages import Progress, StepResult, Summary
 
@@ -51,9 +52,25 @@ def run(
 def append_day(
     out_dir: Path, settings: Settings, seed: int | None = None
 ) -> StepResult[AppendDaySummary]:
-    """Add the day after the latest log partition: what a nightly run sees arrive."""
+    """Add the day after the latest log partition: what a nightly run sees arrive. The day
+    continues the folder's own network: the seed and generate settings its logs were made with
+    (`hulk.generate.read_generation`), whatever params.yaml says now; a --seed other than that
+    one is refused. Logs without that record take params' (or --seed)."""
     from hulk.generate import append_day as append_next_day
+    from hulk.generate import read_generation
 
+    generate = settings.generate
+    recorded = read_generation(out_dir)
+    if recorded is not None:
+        made_with, generate = recorded
+        if seed is not None and seed != made_with:
+            raise InputError(
+                out_dir / schemas.GENERATION_FILE,
+                "generate.seed",
+                f"the logs here were generated with seed {made_with}: a day of seed {seed} "
+                "would come from another network",
+            )
+        seed = made_with
     seed = settings.seed if seed is None else seed
-    path = append_next_day(out_dir, seed, settings.generate)
+    path = append_next_day(out_dir, seed, generate)
     return StepResult(AppendDaySummary(path.parent.name, seed), outputs={"partition": path})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import subprocess
@@ -162,6 +163,34 @@ def test_append_day_adds_the_next_partition(generated: Path, params: Path) -> No
     after = sorted(p.name for p in (generated / "logs").iterdir())
     assert after[:-1] == before and after[-1] == "day=2026-11-21"
     assert invoke("--params", params, "ingest", "--out", generated).exit_code == 0
+
+
+def test_append_day_continues_the_seed_and_settings_the_logs_were_made_with(
+    tmp_path: Path, params: Path
+) -> None:
+    from hulk.generate import write_dataset
+    from hulk.presets import build_fleet
+    from hulk.settings import load_settings
+
+    data = tmp_path / "data"
+    assert invoke("--params", params, "generate", "--out", data, "--seed", 3).exit_code == 0
+    made_with = load_settings(params).generate
+    # params.yaml changes after the logs were made: the new day still continues them.
+    changed = yaml.safe_load(params.read_text())
+    changed["generate"]["loss_rate"] = {"low": 0.2, "high": 0.3}
+    params.write_text(yaml.safe_dump(changed))
+    result = invoke("--params", params, "generate", "--data", data, "--append-day")
+    assert result.exit_code == 0, result.output
+    assert "seed: 3" in result.output
+    longer = tmp_path / "longer"
+    end = made_with.end_date + dt.timedelta(days=1)
+    inventory = build_fleet(made_with.preset, 3, made_with)
+    write_dataset(longer, inventory, 3, made_with, made_with.days + 1, end)
+    day = f"logs/day={end.isoformat()}/probes.parquet"
+    assert (data / day).read_bytes() == (longer / day).read_bytes()
+
+    other = invoke("--params", params, "generate", "--data", data, "--append-day", "--seed", 5)
+    assert other.exit_code == 2 and "[generate.seed]" in other.output, other.output
 
 
 def test_unknown_params_key_is_named(tmp_path: Path) -> None:
