@@ -68,7 +68,8 @@ def retry_options(settings: FlowsSettings, retried: bool) -> dict[str, Any]:
 
 def refused(error: InputError) -> State[Any]:
     """The flow run's end when the data folder's lock is refused (`hulk.folder_lock.is_refusal`:
-    another run holds it past ``scheduler.lock_timeout_s``): `error`'s one line in its log and
+    another run holds it past ``scheduler.lock_timeout_s``) or the folder is not there
+    (`hulk.data_folder.require_folder`): `error`'s one line in its log and
     as the ``Failed`` state's message, no traceback. The state holds `error`, so that the flow
     called in-process (the command line, a parent flow) raises it, and the command line reports
     it as every other InputError."""

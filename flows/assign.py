@@ -37,6 +37,7 @@ from prefect.states import State
 
 from flows._common import brief, flow_settings, refused, retry_options
 from hulk import fileio, registry, steps
+from hulk.data_folder import require_folder
 from hulk.errors import HulkError, InputError
 from hulk.folder_lock import folder_lock, is_refusal
 from hulk.placements import LATEST
@@ -182,6 +183,10 @@ def assign_flow(
     Returns what the run published; a ``Failed`` state when a lock of the data folder cannot
     be taken (module docstring)."""
     settings = flow_settings(params, data_dir)
+    try:
+        require_folder(settings.data_dir)
+    except InputError as exc:  # a mistyped folder: one line, and no folder grown from it
+        return refused(exc)
     try:
         return _assign_and_publish(settings)
     except InputError as exc:  # another run holds the folder: expected, not a crash

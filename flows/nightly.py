@@ -43,9 +43,10 @@ from prefect.states import State
 from flows._common import brief, flow_settings, refused, retry_options, shared_dask_runners
 from flows.assign import assign_flow
 from hulk import corpus, steps
-from hulk.data_folder import data_source
+from hulk.data_folder import data_source, require_folder
 from hulk.errors import InputError
 from hulk.folder_lock import folder_lock, is_refusal
+from hulk.registry_tracking import require_reachable
 from hulk.settings import Settings
 from hulk.stages.corpus import corpus_is_current
 
@@ -135,6 +136,11 @@ def nightly(
     the assign step's lock, cannot be taken (module docstring)."""
     settings = flow_settings(params, data_dir)
     done: dict[str, Any] = {}
+    try:
+        require_folder(settings.data_dir)
+        require_reachable(settings)  # a dead tracking server: now, not after the labelling
+    except InputError as exc:  # a mistyped folder: one line, and no folder grown from it
+        return refused(exc)
     with ExitStack() as held:
         # Two nightlies never write the data folder at once; an assign run in between takes
         # only the assign lock (hulk.folder_lock) and uses the champion as it was.

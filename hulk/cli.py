@@ -67,12 +67,9 @@ def _settings(ctx: typer.Context, data: Path | None = None) -> Settings:
 def _existing_folder(settings: Settings) -> None:
     """`data.missing_folder` unless the data folder exists: a command that reads one must not
     grow a new folder (its lock, caches) from a mistyped --data."""
-    if not settings.data_dir.is_dir():
-        raise InputError(
-            settings.data_dir,
-            "data.missing_folder",
-            "no data folder here: give --data the folder `hulk run` or `hulk import-hulk` made",
-        )
+    from hulk.data_folder import require_folder
+
+    require_folder(settings.data_dir)
 
 
 @contextmanager
@@ -361,6 +358,7 @@ def nightly(
     """Run the nightly Prefect flow in this process (a temporary local Prefect API unless
     PREFECT_API_URL names a server), on the data folder's logs."""
     settings = _settings(ctx, data)
+    _existing_folder(settings)
     _run_nightly(ctx, settings.data_dir, time.perf_counter())
 
 
@@ -470,17 +468,21 @@ def train(
     ctx: typer.Context,
     data: Annotated[Path | None, typer.Option(help="Data folder (params: data_dir).")] = None,
     seed: SeedOption = None,
-    workers: Annotated[int, typer.Option(min=1, help="Processes labelling the corpus.")] = 2,
+    workers: Annotated[
+        int | None,
+        typer.Option(min=1, help="Processes labelling the corpus (params: corpus.workers)."),
+    ] = None,
     rebuild_corpus: Annotated[
         bool,
         typer.Option("--rebuild-corpus", help="Build the corpus even if a matching one exists."),
     ] = False,
 ) -> None:
     """Train the GNN on teacher-labelled fleets, evaluate, register in MLflow, promote."""
-    from hulk.registry import ui_command, ui_runs_url
+    from hulk.registry import require_reachable, ui_command, ui_runs_url
 
     settings = _settings(ctx, data)
     _existing_folder(settings)
+    require_reachable(settings)  # before the corpus and labels, not after them
     started = time.perf_counter()
     with _nightly_files(settings):
         with progress_bar("labelling corpus fleets") as bar:

@@ -98,6 +98,7 @@ import torch
 
 from hulk import fileio, schemas
 from hulk.cost import Fleet
+from hulk.errors import ConfigError
 from hulk.features import JOB_FEATURES, encode_inputs
 from hulk.generate import expected_links
 from hulk.graph import EDGE_FEATURES, NODE_FEATURES
@@ -468,6 +469,13 @@ def build_corpus(
     started = time.perf_counter()
     total = settings.corpus.fleets
     fleet_ids = list(range(total))
+    if not any(split_of(seed, fleet, settings.corpus) == "train" for fleet in fleet_ids):
+        # Known before any fleet is labelled: the prior would have nothing to train on.
+        raise ConfigError(
+            f"corpus: none of the {total} fleets falls in the training split with seed {seed} "
+            f"(corpus.val_fraction {settings.corpus.val_fraction}, corpus.test_fraction "
+            f"{settings.corpus.test_fraction}); raise corpus.fleets or lower the fractions"
+        )
     done: dict[int, dict[str, Any]] = {}
 
     def finished(fleet: int, outcome: dict[str, Any]) -> None:

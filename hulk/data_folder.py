@@ -41,6 +41,17 @@ LEARNING_CURVE_CSV = "learning_curve.csv"  # under training/: per epoch, loss an
 LEARNING_CURVES_PNG = "learning_curves.png"  # under training/: the plot of that CSV
 
 
+def require_folder(data_dir: Path) -> None:
+    """`data.missing_folder` unless the data folder exists: a command or flow that reads one
+    must not grow a new folder (its lock, caches) from a mistyped path."""
+    if not data_dir.is_dir():
+        raise InputError(
+            data_dir,
+            "data.missing_folder",
+            "no data folder here: give --data the folder `hulk run` or `hulk import-hulk` made",
+        )
+
+
 def data_source(data_dir: Path) -> str:
     """What a data folder's fleet comes from: ``"logs"`` (raw latency logs to validate and
     ingest) or ``"link table"`` (imported with ``hulk import-hulk``, validated then).

@@ -79,6 +79,7 @@ from hulk.registry_tracking import UI_VIEW as UI_VIEW
 from hulk.registry_tracking import Tracking as Tracking
 from hulk.registry_tracking import artifact_location as artifact_location
 from hulk.registry_tracking import ensure_experiment, mlflow_client
+from hulk.registry_tracking import require_reachable as require_reachable
 from hulk.registry_tracking import sqlite_path as sqlite_path
 from hulk.registry_tracking import tracking as tracking
 from hulk.registry_tracking import tracking_uri as tracking_uri

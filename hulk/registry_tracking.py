@@ -73,6 +73,35 @@ def artifact_location(settings: Settings) -> Path:
     return path.absolute()
 
 
+def require_reachable(settings: Settings) -> None:
+    """`mlflow.unreachable` unless a tracking server (an ``http(s)://`` URI) answers within
+    ``mlflow.connect_timeout_s``: MLflow itself retries a dead server for minutes without a
+    word, and a step would find out only after its work. Any answer counts, an error status
+    included (a proxy's 401, an old server without ``/health``); other backends are local or
+    fail at once."""
+    import urllib.error
+    import urllib.request
+
+    uri = settings.mlflow.tracking_uri
+    if not uri.lower().startswith(("http://", "https://")):
+        return
+    try:
+        with urllib.request.urlopen(
+            f"{uri.rstrip('/')}/health", timeout=settings.mlflow.connect_timeout_s
+        ):
+            pass
+    except urllib.error.HTTPError:
+        return
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise InputError(
+            None,
+            "mlflow.unreachable",
+            f"the tracking server {uri} (mlflow.tracking_uri) did not answer within "
+            f"{settings.mlflow.connect_timeout_s:g} s: {reason}",
+        ) from exc
+
+
 def ui_command(settings: Settings) -> str:
     """The shell command that opens the MLflow UI on the configured backend.
 

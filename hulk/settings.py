@@ -7,6 +7,7 @@ Every tunable number lives in params.yaml. An unknown key or a value of the wron
 from __future__ import annotations
 
 import datetime as dt
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
@@ -111,16 +112,38 @@ class GenerateSettings(Section):
 LATENCY_PROBE_BYTES = 64
 
 
+_MEMORY_LIMIT = re.compile(
+    r"(?P<amount>\d+(?:\.\d+)?)\s*(?P<unit>%|(?:[kmgt]i?)?b|bytes?|(?:kilo|mega|giga|tera)bytes?)",
+    re.IGNORECASE,
+)
+
+
 class IngestSettings(Section):
     window_days: PositiveInt = 90
     latency_probe_bytes: PositiveInt = LATENCY_PROBE_BYTES
     # Duckdb resources; the ingest target is 2 GB peak on 2 cores.
     threads: PositiveInt = 2
-    memory_limit: str = "1GB"
+    memory_limit: str = "1GB"  # a size ("1GB", "512MiB") or a share of the machine ("50%")
     # Exact quantiles keep every probe of a pair in memory (DuckDB cannot spill them): links
     # are summarised in passes of at most this many machine pairs each (seen in the newest
     # partition), so a 10,000-machine fleet's half a million pairs stay within memory_limit.
     max_pairs_per_pass: PositiveInt = 200_000
+
+    @field_validator("memory_limit")
+    @classmethod
+    def _duckdb_size(cls, value: str) -> str:
+        # DuckDB reads the limit only when ingest starts, after the logs are listed: checked
+        # here so that a typo fails on load, naming the key.
+        match = _MEMORY_LIMIT.fullmatch(value.strip())
+        if match is None:
+            raise ValueError(
+                f"{value!r} is not a size: a number and a unit (B, KB, MB, GB, TB, KiB, MiB, "
+                "GiB, TiB) or a percentage, e.g. '1GB'"
+            )
+        amount = float(match["amount"])
+        if amount <= 0 or (match["unit"] == "%" and amount > 100):
+            raise ValueError(f"{value!r}: the limit must be above zero and at most 100%")
+        return value
 
 
 class ValidateSettings(Section):
@@ -428,8 +451,8 @@ class CorpusSettings(Section):
             raise ValueError(f"min_cities ({self.min_cities}) exceeds max_cities")
         if self.min_jobs > self.max_jobs:
             raise ValueError(f"min_jobs ({self.min_jobs}) exceeds max_jobs")
-        if self.val_fraction + self.test_fraction > 1:
-            raise ValueError("val_fraction + test_fraction must not exceed 1")
+        if self.val_fraction + self.test_fraction >= 1:
+            raise ValueError("val_fraction + test_fraction must be below 1: no fleet would train")
         for name in ("drained_fraction", "blocked_pair_fraction"):
             value = getattr(self, name)
             if value.low < 0 or value.high >= 1:
@@ -467,7 +490,8 @@ class FleetSamplesSettings(Section):
     max_jobs: PositiveInt = 6  # jobs per drawn mix: 1 .. max_jobs
     perturb_share: Fraction = 0.5  # jobs that are perturbed variants (corpus scales)
     recent_placements: Annotated[int, Field(ge=0)] = 20  # newest placements files' jobs joined
-    val_fraction: Fraction = 0.2  # training samples held out for early stopping
+    # Training samples held out for early stopping (below 1: some must be left to train on).
+    val_fraction: Annotated[float, Field(ge=0, lt=1)] = 0.2
 
 
 class FinetuneSettings(Section):
@@ -479,6 +503,10 @@ class FinetuneSettings(Section):
     # Corpus training samples replayed per own-fleet sample, so that the model keeps what the
     # prior knows of other fleets (the fixed synthetic half of the gate's evaluation set).
     replay: Annotated[float, Field(ge=0)] = 1.0
+
+
+# MLflow backends other than a sqlite file: a tracking server or a database server.
+_SERVER_BACKENDS = frozenset({"http", "https", "postgresql", "mysql", "mssql"})
 
 
 class MlflowSettings(Section):
@@ -500,6 +528,27 @@ class MlflowSettings(Section):
     # bury the training runs.
     assignment_experiment: Annotated[str, Field(min_length=1)] = "hulk-assignments"
     registered_model: Annotated[str, Field(min_length=1)] = "hulk-gnn"
+    # A tracking server must answer within this before a step starts work it would log there.
+    connect_timeout_s: PositiveFloat = 10.0
+
+    @field_validator("tracking_uri")
+    @classmethod
+    def _mlflow_backend(cls, value: str) -> str:
+        # MLflow reads the URI only when a step first logs, after the work: checked on load.
+        scheme, _, rest = value.partition(":")
+        base = scheme.lower().split("+", 1)[0]
+        if base == "sqlite" and not rest.startswith("///"):
+            raise ValueError(
+                f"{value!r}: a sqlite backend is sqlite:///relative.db or sqlite:////absolute.db"
+            )
+        if base in _SERVER_BACKENDS and not rest.startswith("//"):
+            raise ValueError(f"{value!r}: a {base} backend is {base}://host…")
+        if base != "sqlite" and base not in _SERVER_BACKENDS and base != "databricks":
+            raise ValueError(
+                f"{value!r}: the backend must be sqlite:///…, http(s)://…, databricks://… or a "
+                "database server (postgresql, mysql, mssql)"
+            )
+        return value
 
 
 class FlowsSettings(Section):

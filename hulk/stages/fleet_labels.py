@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from hulk import fileio, schemas
-from hulk.errors import InputError
+from hulk.errors import ConfigError, InputError
 from hulk.findings import Finding
 from hulk.fleet_labels import LabelCache, frame_digest, label_key, label_sample
 from hulk.fleet_samples import (
@@ -193,6 +193,13 @@ def fleet_labels(
     samples = draw_samples(
         inventory, snapshots, upcoming, job_pool(upcoming, recent), settings, settings.seed
     )
+    if not any(s.role == "train" for s in samples):
+        # Checked before the teacher labels anything: the fine-tune would have nothing to learn.
+        raise ConfigError(
+            f"fleet_samples: none of tonight's {len(samples)} samples is a training sample "
+            f"(fleet_samples.val_fraction is {settings.fleet_samples.val_fraction}); lower it "
+            "or raise fleet_samples.min_train_samples"
+        )
     by_name = {s.name: s for s in snapshots}
     tasks: list[LabelTask] = []
     keys: list[str] = []

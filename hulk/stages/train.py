@@ -65,6 +65,9 @@ class TrainSummary(Summary):
 
 
 if TYPE_CHECKING:
+    from torch_geometric.data import Data
+
+    from hulk.cost import Fleet
     from hulk.registry import TrainingData
 
 GATE_METRIC = "gate/score"
@@ -170,15 +173,21 @@ def finetune(
         log_training_run,
         promote_if_better,
         record_evaluation,
+        require_reachable,
     )
     from hulk.stages.fleet_labels import load_labelled
     from hulk.stages.prior import load_prior, prior_path
     from hulk.train import deterministic_torch, train_model
 
+    require_reachable(settings)  # before the epochs, not when their run is logged
     seed = settings.seed if seed is None else seed
     corpus = load_corpus(settings.corpus.path)
     prior_config, prior_state = load_prior(settings)
     labelled = load_labelled(data_dir, settings)
+    upcoming = [s for s in labelled if s.role == "eval" and s.variant == "upcoming"]
+    # The pictures of tonight's fleet need the graph step's output: read before training, so
+    # that a folder without it fails at once rather than after the epochs.
+    current = CurrentFleet.load(data_dir, settings) if upcoming else None
 
     reference_name, reference = "prior", (prior_config, prior_state)
     start_name, start = "prior", reference
@@ -252,10 +261,9 @@ def finetune(
     curve_data = plots_dir / LEARNING_CURVE_CSV
     fileio.write_csv(curve_data, pd.DataFrame(history))
     artifacts = {"plots/learning_curves.png": curve}
-    upcoming = [s for s in fleet_eval if s.variant == "upcoming"]
-    if upcoming:
+    if current is not None:
         artifacts.update(
-            current_fleet_plots(result.model, data_dir, list(upcoming[0].jobs), settings, seed)
+            current_fleet_plots(result.model, current, list(upcoming[0].jobs), settings, seed)
         )
     counts = {role: sum(s.role == role for s in labelled) for role in ("train", "val", "eval")}
     registered = log_training_run(
@@ -337,8 +345,25 @@ def run_description(metrics: dict[str, float], reference: str, decision: Any) ->
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class CurrentFleet:
+    """The data folder's fleet as assign gives it to the model, and where its pictures go."""
+
+    fleet: Fleet
+    inventory: pd.DataFrame
+    links: pd.DataFrame
+    graph: Data
+    plots_dir: Path
+
+    @classmethod
+    def load(cls, data_dir: Path, settings: Settings) -> CurrentFleet:
+        fleet, inventory, links = load_fleet(data_dir, settings)
+        graph = model_graph(data_dir, settings)  # what assign will give the model
+        return cls(fleet, inventory, links, graph, data_dir / TRAINING_DIR)
+
+
 def current_fleet_plots(
-    model, data_dir: Path, jobs: list, settings: Settings, seed: int
+    model, current: CurrentFleet, jobs: list, settings: Settings, seed: int
 ) -> dict[str, Path]:
     """The trained model's placements of the upcoming jobs on the current fleet, as pictures:
     the fleet map coloured by job and the compute / communication bars against A, B, C.
@@ -348,11 +373,9 @@ def current_fleet_plots(
     from hulk.gnn import model_placements
     from hulk.plots import cost_bars, fleet_map
 
-    plots_dir = data_dir / TRAINING_DIR
-    fleet, inventory, links = load_fleet(data_dir, settings)
-    graph = model_graph(data_dir, settings)  # what assign will give the model
+    fleet, inventory, plots_dir = current.fleet, current.inventory, current.plots_dir
     placements, fallback = model_placements(
-        model, jobs, fleet, inventory, links, settings, seed, graph=graph
+        model, jobs, fleet, inventory, current.links, settings, seed, graph=current.graph
     )
     strategy, who = "gnn", "the new model"
     if fallback is not None:

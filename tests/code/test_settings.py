@@ -101,3 +101,46 @@ def test_bad_gnn_planner_keys_are_named(key: str, change: dict, message: str) ->
 def test_a_seed_numpy_and_torch_cannot_take_is_named(seed: int) -> None:
     with pytest.raises(ConfigError, match=r"seed: Input should be"):
         settings_from_dict({"seed": seed})
+
+
+@pytest.mark.parametrize(
+    ("change", "key", "message"),
+    [
+        ({"ingest": {"memory_limit": "banana"}}, r"ingest\.memory_limit", "is not a size"),
+        ({"ingest": {"memory_limit": "0GB"}}, r"ingest\.memory_limit", "above zero"),
+        ({"ingest": {"memory_limit": "150%"}}, r"ingest\.memory_limit", "at most 100%"),
+        ({"mlflow": {"tracking_uri": "foo:bar"}}, r"mlflow\.tracking_uri", "backend must be"),
+        ({"mlflow": {"tracking_uri": "sqlite://x.db"}}, r"mlflow\.tracking_uri", "sqlite:///"),
+        ({"mlflow": {"tracking_uri": "https:x"}}, r"mlflow\.tracking_uri", "https://host"),
+        ({"fleet_samples": {"val_fraction": 1.0}}, r"fleet_samples\.val_fraction", "less than 1"),
+        (
+            {"corpus": {"val_fraction": 0.5, "test_fraction": 0.5}},
+            "corpus",
+            "no fleet would train",
+        ),
+    ],
+)
+def test_a_setting_that_would_fail_late_is_named_on_load(
+    change: dict, key: str, message: str
+) -> None:
+    # Each of these passed validation and failed minutes later with a traceback (DuckDB,
+    # MLflow, an empty training split).
+    with pytest.raises(ConfigError, match=rf"{key}.*{message}"):
+        settings_from_dict(change)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("ingest.memory_limit", "512 MiB"),
+        ("ingest.memory_limit", "80%"),
+        ("ingest.memory_limit", "2 gigabytes"),
+        ("mlflow.tracking_uri", "sqlite:////srv/hulk/mlruns.db"),
+        ("mlflow.tracking_uri", "http://mlflow.internal:5000"),
+        ("mlflow.tracking_uri", "postgresql+psycopg2://hulk@db/mlflow"),
+        ("mlflow.tracking_uri", "databricks://profile"),
+    ],
+)
+def test_the_forms_duckdb_and_mlflow_take_are_accepted(key: str, value: str) -> None:
+    section, name = key.split(".")
+    assert getattr(getattr(settings_from_dict({section: {name: value}}), section), name) == value

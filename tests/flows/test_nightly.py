@@ -414,3 +414,56 @@ def test_nightly_on_a_folder_another_nightly_holds_fails_in_one_line(tmp_path: P
     assert "Finished in state Failed(" in output  # the flow run failed, its message that line
     assert "Traceback" not in output and "Error logging to API" not in output, output
     assert sorted(p.name for p in data.iterdir()) == [".locks"]  # nothing else written
+
+
+def test_train_on_a_folder_without_its_graph_fails_before_training(
+    first_run: dict, tmp_path: Path
+) -> None:
+    import shutil
+
+    from hulk.errors import InputError
+
+    settings = first_run["settings"]
+    copy = tmp_path / "data"
+    shutil.copytree(
+        settings.data_dir, copy, ignore=shutil.ignore_patterns("graph", "training", "mlruns.db")
+    )
+    moved = settings.with_data_dir(copy)
+    with pytest.raises(InputError, match=r"graph\.stale.*no fleet graph"):
+        steps.run("train", moved)
+    # Nothing was trained: no learning curve for a model that was never registered.
+    assert not (copy / "training").exists() and not (copy / "mlruns.db").exists()
+
+
+def test_samples_that_leave_nothing_to_train_on_fail_before_any_label(first_run: dict) -> None:
+    from hulk.errors import ConfigError
+    from hulk.stages.fleet_labels import fleet_labels
+
+    settings = first_run["settings"]
+    held_out = settings.fleet_samples.model_copy(update={"val_fraction": 0.999999})
+    labels = settings.data_dir / "labels" / "labels.json"
+    before = labels.read_bytes()
+
+    def no_labelling(task, tasks):  # the teacher must not be asked for a single label
+        raise AssertionError("labelled")
+
+    with pytest.raises(ConfigError, match=r"none of tonight's \d+ samples is a training sample"):
+        fleet_labels(
+            settings.data_dir,
+            settings.model_copy(update={"fleet_samples": held_out}),
+            map_labels=no_labelling,
+        )
+    assert labels.read_bytes() == before
+
+
+def test_flows_on_a_data_folder_that_is_not_there_fail_in_one_line(
+    first_run: dict, tmp_path: Path
+) -> None:
+    from flows.assign import assign_flow
+    from flows.nightly import nightly
+
+    typo = tmp_path / "no-such-folder"
+    for flow in (nightly, assign_flow):
+        state = flow(params=str(first_run["params"]), data_dir=str(typo), return_state=True)
+        assert state.is_failed() and "data.missing_folder" in state.message, flow
+        assert not typo.exists()  # no folder, lock or cache grown from the typo

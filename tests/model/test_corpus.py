@@ -27,6 +27,7 @@ from hulk.corpus import (
     split_of,
 )
 from hulk.cost import Fleet
+from hulk.errors import ConfigError
 from hulk.features import JOB_FEATURES, encode_inputs, job_features, order_jobs
 from hulk.graph import EDGE_FEATURES, NODE_FEATURES
 from hulk.jobs import PRESET_JOBS, Job, preset_jobs
@@ -346,3 +347,13 @@ def test_default_settings_are_consistent() -> None:
         CorpusSettings(min_jobs=5, max_jobs=2)
     with pytest.raises(ValueError):
         CorpusSettings(val_fraction=0.6, test_fraction=0.6)
+
+
+def test_a_corpus_whose_split_leaves_no_training_fleet_fails_before_labelling() -> None:
+    corpus = SETTINGS.corpus.model_copy(
+        update={"fleets": 2, "val_fraction": 0.5, "test_fraction": 0.49}
+    )
+    settings = SETTINGS.model_copy(update={"corpus": corpus})
+    seed = next(s for s in range(1000) if all(split_of(s, f, corpus) != "train" for f in range(2)))
+    with pytest.raises(ConfigError, match=r"corpus: none of the 2 fleets .*training split"):
+        build_corpus(settings, seed, workers=1)

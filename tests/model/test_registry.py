@@ -525,3 +525,38 @@ def test_training_metric_names_are_valid_grouped_and_gate_first() -> None:
     assert sections[0] == "gate" and sections[-1] == "train"
     bands = [s for s in sections if s.startswith("test/by_size/")]
     assert bands == [f"test/by_size/{b}" for b in ("001-050", "051-100", "101-200", "201-more")]
+
+
+def test_a_tracking_server_that_does_not_answer_is_named_at_once(tmp_path: Path) -> None:
+    import http.server
+    import socket
+    import threading
+
+    def on(uri: str) -> Settings:
+        mlflow = MlflowSettings(tracking_uri=uri, connect_timeout_s=0.5)
+        return Settings(data_dir=tmp_path, mlflow=mlflow)
+
+    with socket.socket() as closed:  # a port nothing listens on: refused at once
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    with pytest.raises(InputError, match=r"mlflow\.unreachable.*mlflow\.tracking_uri"):
+        registry.require_reachable(on(f"http://127.0.0.1:{port}"))
+    with socket.socket() as silent:  # accepts, never answers: MLflow would wait minutes
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        with pytest.raises(InputError, match=r"did not answer within 0\.5 s"):
+            registry.require_reachable(on(f"http://127.0.0.1:{silent.getsockname()[1]}"))
+    # Any answer will do, an error status included (a proxy's 401, a server without /health).
+    for status in (200, 401):
+        handler = type("Answer", (http.server.BaseHTTPRequestHandler,), {})
+        handler.do_GET = lambda self, status=status: (  # type: ignore[attr-defined]
+            self.send_response(status),
+            self.end_headers(),
+        )
+        handler.log_message = lambda *args: None  # type: ignore[method-assign]
+        with http.server.HTTPServer(("127.0.0.1", 0), handler) as server:
+            answering = threading.Thread(target=server.handle_request)
+            answering.start()
+            registry.require_reachable(on(f"http://127.0.0.1:{server.server_address[1]}"))
+            answering.join()
+    registry.require_reachable(on("sqlite:///mlruns.db"))  # local: nothing to reach

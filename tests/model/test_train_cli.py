@@ -11,6 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from hulk.cli import app
+from hulk.corpus import manifest_path
 from hulk.registry import tracking_uri
 from hulk.settings import load_settings
 from tests.flows.conftest import tiny_params
@@ -32,7 +33,7 @@ def test_train_registers_a_champion_that_assign_then_uses(tmp_path: Path) -> Non
 
     data = tmp_path / "data"
     params = tmp_path / "params.yaml"
-    tiny = tiny_params(tmp_path, corpus={"max_machines": 40, "max_evaluations": 300})
+    tiny = tiny_params(tmp_path, corpus={"max_machines": 40, "max_evaluations": 300, "workers": 1})
     tiny["train"] = {"epochs": 3}
     # The teacher's first plans (before training) need no 2,000-evaluation search.
     tiny["teacher"] = {"max_evaluations": 40, "time_budget_s": 20.0, "random_starts": 0}
@@ -45,12 +46,15 @@ def test_train_registers_a_champion_that_assign_then_uses(tmp_path: Path) -> Non
     latest = data / "placements" / "latest.json"
     assert json.loads(latest.read_text())["strategy"] == "teacher"
 
-    result = invoke("--params", params, "train", "--workers", 1)
+    result = invoke("--params", params, "train")
     assert result.exit_code == 0, result.output
+    # Without --workers the corpus is labelled on params' corpus.workers processes.
+    settings = load_settings(params)
+    manifest = json.loads(manifest_path(settings.corpus.path).read_text())
+    assert manifest["build"]["workers"] == 1
     assert "promoted: True" in result.output and "version: 1" in result.output
     assert (data / "mlruns.db").exists() and (data / "training" / "learning_curves.png").exists()
     # The run carries the learning curves, the current fleet's map and its cost bars.
-    settings = load_settings(params)
     client = MlflowClient(tracking_uri(settings))
     version = client.get_model_version_by_alias("hulk-gnn", "champion")
     logged = {Path(a.path).name for a in client.list_artifacts(version.run_id, "plots")}
