@@ -523,7 +523,9 @@ def assemble_corpus(
     corpus.manifest = {
         "format": FORMAT,
         "seed": seed,
-        "settings": settings.corpus.model_dump(mode="json"),
+        # Without its path and worker count: the same corpus wherever it is written, however
+        # many processes labelled it (those are in `build`).
+        "settings": settings.corpus.model_dump(mode="json", exclude={"path", "workers"}),
         "inputs": corpus_inputs(settings),
         "teacher": corpus_teacher(settings).model_dump(mode="json"),
         "node_features": list(NODE_FEATURES),

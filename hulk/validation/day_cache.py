@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from hulk.validation.logs import DayOutcome, LogDay
 
 DAYS_DIR = schemas.VALIDATED_DAYS  # under the data folder's validation folder
-FORMAT = 1  # layout of an entry; a new layout is a new key
+FORMAT = 2  # layout of an entry; a new layout is a new key (2: files named from the data folder)
 SUFFIX = ".npz"
 # The modules whose code decides a day's outcome: a change to them is a change of key.
 # What reading a damaged entry raises (a truncated zip, a member missing, bad JSON, …).
@@ -92,7 +92,10 @@ def day_key(day: LogDay) -> str:
         "label": day.batch.label,
         "day": None if day.batch.day is None else day.batch.day.isoformat(),
         "format": day.fmt,
-        "files": [[path.name, fileio.sha256_file(path)] for path in day.batch.files],
+        "files": [
+            [name, fileio.sha256_file(path)]
+            for name, path in zip(day.batch.file_names(), day.batch.files, strict=True)
+        ],
         "settings": day.settings.model_dump(mode="json"),
         "probe_bytes": day.probe_bytes,
         "bounds": [low.isoformat(), high.isoformat()],

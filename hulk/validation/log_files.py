@@ -28,6 +28,20 @@ class LogBatch:
     label: str  # "day=2026-11-20" or the file name
     day: dt.date | None
     files: tuple[Path, ...]
+    # How findings and the quarantine name the files: from the log folder's parent (the data
+    # folder: "logs/day=…/probes.parquet"), so that they read the same wherever the folder is.
+    names: tuple[str, ...] = ()
+
+    def file_names(self) -> tuple[str, ...]:
+        return self.names or tuple(str(path) for path in self.files)
+
+
+def _shown(path: Path, logs_dir: Path) -> str:
+    """`path` from the parent of `logs_dir` (as given when it lies elsewhere)."""
+    try:
+        return path.resolve().relative_to(logs_dir.resolve().parent).as_posix()
+    except ValueError:
+        return str(path)
 
 
 def log_batches(logs_dir: Path) -> tuple[list[LogBatch], str]:
@@ -40,14 +54,20 @@ def log_batches(logs_dir: Path) -> tuple[list[LogBatch], str]:
         if exc.rule == "no-log-files" and Path(logs_dir).is_dir():
             return [], "parquet"  # an empty folder: reported as an empty window
         raise
+    logs_dir = Path(logs_dir)
     by_day: dict[dt.date, list[Path]] = defaultdict(list)
     loose: list[LogBatch] = []
     for log_file in log_set.files:
+        path = log_file.path
         if log_file.day is None:
-            loose.append(LogBatch(log_file.path.name, None, (log_file.path,)))
+            loose.append(LogBatch(path.name, None, (path,), (_shown(path, logs_dir),)))
         else:
-            by_day[log_file.day].append(log_file.path)
-    days = [LogBatch(f"day={d.isoformat()}", d, tuple(sorted(by_day[d]))) for d in sorted(by_day)]
+            by_day[log_file.day].append(path)
+    days = []
+    for day in sorted(by_day):
+        files = tuple(sorted(by_day[day]))
+        shown = tuple(_shown(path, logs_dir) for path in files)
+        days.append(LogBatch(f"day={day.isoformat()}", day, files, shown))
     return days + loose, log_set.format
 
 

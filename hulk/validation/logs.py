@@ -560,7 +560,7 @@ def _validate_batch(
         """The rows with their file and row number in that file."""
         part = frame.iloc[rows]
         file_no = np.searchsorted(offsets, rows, side="right") - 1
-        names = np.array([str(p) for p in batch.files], dtype=object)
+        names = np.array(batch.file_names(), dtype=object)
         return part[list(schemas.LOGS)].assign(file=names[file_no], row=rows - offsets[file_no])
 
     unknown: set[int] = set()

@@ -142,6 +142,27 @@ def test_steps_one_by_one_and_ingest_reuses_validation(generated: Path, params: 
     assert (generated / "links.parquet").read_bytes() == first
 
 
+@pytest.mark.slow
+def test_validation_names_log_files_from_the_data_folder_wherever_it_is(
+    generated: Path, params: Path, tmp_path: Path
+) -> None:
+    import shutil
+
+    assert invoke("--params", params, "validate", "--data", generated).exit_code == 0
+    quarantine = pd.read_parquet(generated / "quarantine.parquet")
+    assert len(quarantine) and quarantine["file"].str.match(r"logs/day=[-\d]+/").all()
+    # A copy (its day cache included) validated there, by an absolute path: the same bytes.
+    moved = tmp_path / "elsewhere" / "data"
+    shutil.copytree(generated, moved)
+    result = invoke("--params", params, "validate", "--data", moved.resolve())
+    assert result.exit_code == 0, result.output
+    for name in ("quarantine.parquet", "validation/validated.json"):
+        assert (moved / name).read_bytes() == (generated / name).read_bytes(), name
+    report = json.loads((moved / "validation" / "report.json").read_text())
+    shown = [e["file"] for f in report["findings"] for e in f["examples"] if "file" in e]
+    assert shown and all(name.startswith("logs/") for name in shown)
+
+
 def test_ingest_refuses_an_inventory_validation_refuses(generated: Path, params: Path) -> None:
     inventory = generated / "machines.csv"
     rows = inventory.read_text().splitlines()

@@ -435,25 +435,29 @@ def test_train_on_a_folder_without_its_graph_fails_before_training(
     assert not (copy / "training").exists() and not (copy / "mlruns.db").exists()
 
 
-def test_samples_that_leave_nothing_to_train_on_fail_before_any_label(first_run: dict) -> None:
+def test_samples_that_leave_nothing_to_train_on_fail_before_any_label(
+    first_run: dict, tmp_path: Path
+) -> None:
     from hulk.errors import ConfigError
     from hulk.stages.fleet_labels import fleet_labels
 
     settings = first_run["settings"]
+    imported = tmp_path / "imported"  # a link table only: no logs to be validated first
+    imported.mkdir()
+    for name in ("machines.csv", "links.parquet"):
+        (imported / name).write_bytes((settings.data_dir / name).read_bytes())
     held_out = settings.fleet_samples.model_copy(update={"val_fraction": 0.999999})
-    labels = settings.data_dir / "labels" / "labels.json"
-    before = labels.read_bytes()
 
     def no_labelling(task, tasks):  # the teacher must not be asked for a single label
         raise AssertionError("labelled")
 
     with pytest.raises(ConfigError, match=r"none of tonight's \d+ samples is a training sample"):
         fleet_labels(
-            settings.data_dir,
-            settings.model_copy(update={"fleet_samples": held_out}),
+            imported,
+            settings.with_data_dir(imported).model_copy(update={"fleet_samples": held_out}),
             map_labels=no_labelling,
         )
-    assert labels.read_bytes() == before
+    assert not (imported / "labels").exists()
 
 
 def test_flows_on_a_data_folder_that_is_not_there_fail_in_one_line(

@@ -86,7 +86,10 @@ def _assert_same(a: Corpus, b: Corpus) -> None:
 @pytest.mark.slow
 def test_same_seed_same_corpus_whatever_the_worker_count(corpus: Corpus) -> None:
     calls: list[tuple[int, int]] = []
-    parallel = build_corpus(SETTINGS, SEED, workers=2, progress=lambda d, t: calls.append((d, t)))
+    # Written elsewhere, on another worker count: the same manifest but for its build record.
+    moved = SETTINGS.corpus.model_copy(update={"path": Path("/elsewhere/corpus.pt"), "workers": 2})
+    elsewhere = SETTINGS.model_copy(update={"corpus": moved})
+    parallel = build_corpus(elsewhere, SEED, workers=2, progress=lambda d, t: calls.append((d, t)))
     _assert_same(corpus, parallel)
     timing = {"teacher_seconds"}
     left = [{k: v for k, v in r.items() if k not in timing} for r in corpus.manifest["samples"]]
