@@ -243,6 +243,13 @@ def generate(
     if append_day:
         from hulk.stages.generate import append_day as append_next_day
 
+        given = [name for name, value in (("--preset", preset), ("--days", days)) if value]
+        if given:
+            raise ConfigError(
+                f"{' and '.join(given)}: --append-day adds one day to the folder's own fleet "
+                "and network; generate a new window instead"
+            )
+
         with _nightly_files(settings):
             result = append_next_day(settings.data_dir, settings, seed=seed)
         report(result, "appended", started)
@@ -263,10 +270,11 @@ def generate(
 @reports_errors
 def import_hulk(
     ctx: typer.Context,
-    nodes: Annotated[Path, typer.Option(help="Node file: node, City, Capability, Memory[, gpus].")],
-    edges: Annotated[Path, typer.Option(help="Edge file: 'src dst latency_ms \\[gbit/s]' rows.")],
+    nodes: Annotated[Path, typer.Option(help="Nodes: node, City, Capability, Memory[, gpus]")],
+    edges: Annotated[Path, typer.Option(help="Edges: 'src dst latency_ms \\[gbit/s]' rows")],
     out_dir: Annotated[
-        Path | None, typer.Option("--out", help="Output folder (params: data_dir).")
+        Path | None,
+        typer.Option("--out", "--data", help="Output (data) folder (params: data_dir)."),
     ] = None,
 ) -> None:
     """Import a fleet in the paper's published format (inventory + link table)."""

@@ -52,6 +52,12 @@ def require_folder(data_dir: Path) -> None:
         )
 
 
+def holds_logs(data_dir: Path) -> bool:
+    """Whether the data folder holds raw log files (``logs/``)."""
+    logs = data_dir / schemas.LOGS_DIR
+    return logs.is_dir() and any(p.is_file() for p in logs.rglob("*"))
+
+
 def data_source(data_dir: Path) -> str:
     """What a data folder's fleet comes from: ``"logs"`` (raw latency logs to validate and
     ingest) or ``"link table"`` (imported with ``hulk import-hulk``, validated then).
@@ -59,7 +65,7 @@ def data_source(data_dir: Path) -> str:
     Raises `InputError` naming both files when the folder has neither.
     """
     logs = data_dir / schemas.LOGS_DIR
-    if logs.is_dir() and any(p.is_file() for p in logs.rglob("*")):
+    if holds_logs(data_dir):
         return "logs"
     links = data_dir / schemas.LINKS_FILE
     if links.is_file():

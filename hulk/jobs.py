@@ -703,6 +703,23 @@ def job_sizes(job: Job) -> str:
     return json.dumps(sizes, sort_keys=True)
 
 
+# The demo's upcoming jobs (``data/jobs/upcoming.yaml``, and any new data folder's): the paper's
+# first scenario, each job a fine-tune of this many tokens.
+DEMO_TOKENS = 10_000_000_000
+_DEMO_HEADER = """\
+# The upcoming jobs: the paper's first scenario, four models together (docs/design.md#job-presets).
+# Format: docs/contracts.md#jobs-file. `hulk assign` reads this file by default
+# (params: assign.jobs_file). `tokens` gives each job its length (here 10 billion tokens each,
+# a fine-tune), so every assign run publishes when it starts and when it will finish.
+"""
+
+
+def demo_jobs_file() -> str:
+    """The demo's jobs file: what `hulk generate` writes into a data folder without one."""
+    records = [{**job_to_dict(job), "tokens": DEMO_TOKENS} for job in preset_jobs(PAPER_MIX_4)]
+    return _DEMO_HEADER + yaml.safe_dump({"jobs": records}, sort_keys=False)
+
+
 def dump_jobs(jobs: Iterable[Job]) -> str:
     """A jobs file (YAML) that `load_jobs` reads back to the same jobs."""
     return yaml.safe_dump(

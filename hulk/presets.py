@@ -272,7 +272,10 @@ def uniform_fleet(
 def build_fleet(preset: str, seed: int, settings: GenerateSettings) -> pd.DataFrame:
     """The inventory of a preset fleet (schemas.INVENTORY), the same for the same inputs."""
     if preset not in PRESETS:
-        raise ConfigError(f"unknown fleet preset {preset!r}; valid presets: {', '.join(PRESETS)}")
+        raise ConfigError(
+            f"generate.preset (--preset): unknown fleet preset {preset!r}; valid presets: "
+            + ", ".join(PRESETS)
+        )
     # One stream per (seed, preset): "FLEET" tag, then the preset's position.
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0x464C454554, PRESETS.index(preset)]))
     if preset == PAPER:

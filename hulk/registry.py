@@ -449,6 +449,7 @@ def _existingmlflow_client(settings: Settings) -> MlflowClient | None:
     db = sqlite_path(settings)
     if db is not None and not db.is_file():
         return None
+    require_reachable(settings)  # a dead server: one line now, not minutes of retries
     return mlflow_client(tracking_uri(settings))
 
 

@@ -239,6 +239,7 @@ def tracking(settings: Settings) -> Iterator[Tracking]:
     db = sqlite_path(settings)
     if db is not None:
         db.parent.mkdir(parents=True, exist_ok=True)
+    require_reachable(settings)  # a dead server: one line now, not minutes of retries
     uri = tracking_uri(settings)
     client = mlflow_client(uri)
     experiment_id = ensure_experiment(client, settings)

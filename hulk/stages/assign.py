@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hulk import schemas
-from hulk.data_folder import load_fleet
+from hulk.data_folder import load_fleet, require_folder
 from hulk.errors import InputError
+from hulk.findings import Finding
 from hulk.settings import Settings
 from hulk.stages import JobRow, StepResult, Summary
 
@@ -60,19 +61,13 @@ def run(
     from hulk import placements as pl
     from hulk.assign import check_strategy, schedule_of
 
-    if not Path(data_dir).is_dir():  # before any lock: a mistyped --data grows no folder
-        raise InputError(
-            data_dir,
-            "data.missing_folder",
-            "no data folder here: `hulk run`, `hulk ingest` or `hulk import-hulk` makes one",
-        )
+    require_folder(Path(data_dir))  # before any lock: a mistyped --data grows no folder
     started = now or pl.utc_now()
     jobs_file = jobs_file or settings.assign.jobs_file
     strategy = strategy or settings.assign.strategy
+    unreachable: list[Finding] = []
     if strategy == "auto":  # the GNN once a champion model is registered, else the teacher
-        from hulk.registry import champion_exists
-
-        strategy = "gnn" if champion_exists(settings) else "teacher"
+        strategy, unreachable = _auto_strategy(settings)
     if strategy != "gnn":  # the GNN's own check is loading the champion
         check_strategy(strategy)
     out_dir = out_dir or settings.assign.placements_dir
@@ -88,7 +83,29 @@ def run(
     with folder_lock(data_dir, "assign", settings.scheduler.lock_timeout_s):
         # The clock once the lock is ours: a run that waited schedules from when it runs.
         started = now or pl.utc_now()
-        return schedule_run(data_dir, settings, jobs_file, strategy, out_dir, seed, started, now)
+        result = schedule_run(data_dir, settings, jobs_file, strategy, out_dir, seed, started, now)
+    result.findings = [*unreachable, *result.findings]
+    return result
+
+
+def _auto_strategy(settings: Settings) -> tuple[str, list[Finding]]:
+    """The GNN once a champion model is registered, else the teacher; the teacher too, with a
+    warning, when the tracking server does not answer: placements must not wait on MLflow."""
+    from hulk.registry import champion_exists
+
+    try:
+        return ("gnn" if champion_exists(settings) else "teacher"), []
+    except InputError as exc:
+        if exc.rule != "mlflow.unreachable":
+            raise
+        return "teacher", [
+            Finding(
+                "warning",
+                "mlflow.unreachable",
+                settings.mlflow.tracking_uri,
+                f"{exc.detail}: the champion cannot be read, so the teacher places the jobs",
+            )
+        ]
 
 
 def _whole_fleet(

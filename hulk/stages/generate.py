@@ -18,6 +18,7 @@ class GenerateSummary(Summary):
     machines: int
     days: int
     seed: int
+    demo_jobs: bool  # the demo's jobs file was written (the folder had none)
 
 
 @dataclass(frozen=True)
@@ -43,10 +44,29 @@ def run(
     seed = settings.seed if seed is None else seed
     inventory = build_fleet(preset, seed, gen)
     parts = write_dataset(out_dir, inventory, seed, gen, days, gen.end_date, progress=progress)
+    outputs = {"inventory": out_dir / schemas.INVENTORY_FILE, "logs": out_dir / schemas.LOGS_DIR}
+    demo_jobs = write_demo_jobs(out_dir, settings.assign.jobs_file)
+    if demo_jobs:
+        outputs["jobs"] = settings.assign.jobs_file
     return StepResult(
-        outputs={"inventory": out_dir / schemas.INVENTORY_FILE, "logs": out_dir / schemas.LOGS_DIR},
-        summary=GenerateSummary(preset, len(inventory), len(parts), seed),
+        outputs=outputs,
+        summary=GenerateSummary(preset, len(inventory), len(parts), seed, demo_jobs),
     )
+
+
+def write_demo_jobs(data_dir: Path, jobs_file: Path) -> bool:
+    """The demo's upcoming jobs (`hulk.jobs.demo_jobs_file`) at `jobs_file` when it lies in the
+    data folder and is not there yet, so that a new folder's nightly has jobs to schedule. A
+    jobs file that exists (the user's) is never touched. Returns whether it was written."""
+    from hulk import fileio
+    from hulk.jobs import demo_jobs_file
+
+    inside = jobs_file.resolve().is_relative_to(data_dir.resolve())
+    if jobs_file.exists() or not inside:
+        return False
+    jobs_file.parent.mkdir(parents=True, exist_ok=True)
+    fileio.write_text(jobs_file, demo_jobs_file())
+    return True
 
 
 def append_day(

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hulk import fileio, schemas
+from hulk.errors import InputError
 from hulk.findings import Finding, raise_on_errors
 from hulk.settings import Settings
 from hulk.stages import StepResult, Summary
@@ -25,9 +26,19 @@ def run(
     nodes: Path, edges: Path, out_dir: Path, settings: Settings, now: dt.datetime | None = None
 ) -> StepResult[ImportSummary]:
     """Inventory and link table from the paper's published format, validated before writing."""
+    from hulk.data_folder import holds_logs
     from hulk.importer import import_hulk as read_hulk_format
     from hulk.validation import run_validation, validate_inventory, validate_links
 
+    if holds_logs(out_dir):
+        # A folder with logs is read from its logs: the imported fleet would be refused
+        # against them (their machines are not its machines) at the next validation.
+        raise InputError(
+            out_dir / schemas.LOGS_DIR,
+            "import.has_logs",
+            "the folder holds raw latency logs, which a data folder's fleet is read from: "
+            "import into a new folder (--out DIR), or move logs/ away first",
+        )
     result = read_hulk_format(
         nodes,
         edges,

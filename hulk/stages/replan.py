@@ -144,7 +144,10 @@ def run(
         snapshot = hashlib.sha256(
             f"{snapshot}+{fileio.sha256_file(add_edges)}".encode()
         ).hexdigest()
-    info = pl.fleet_info(fleet_after, snapshot=snapshot)
+    # The inventory read is the data folder's (added machines are the file's own records).
+    info = pl.fleet_info(
+        fleet_after, inventory_file=data_dir / schemas.INVENTORY_FILE, snapshot=snapshot
+    )
     moves = [m.to_dict() for m in moved]
     record = {
         "from": before.doc.get("run_id"),

@@ -214,6 +214,37 @@ def test_append_day_continues_the_seed_and_settings_the_logs_were_made_with(
     assert other.exit_code == 2 and "[generate.seed]" in other.output, other.output
 
 
+@pytest.mark.slow
+def test_a_new_data_folder_gets_the_demo_jobs_and_assign_schedules_them(tmp_path: Path) -> None:
+    from hulk.jobs import PAPER_MIX_4, demo_jobs_file
+
+    # The repository's demo jobs file is what `generate` writes into a new folder.
+    assert (REPO / "data" / "jobs" / "upcoming.yaml").read_text() == demo_jobs_file()
+    params = tmp_path / "params.yaml"  # jobs_file at its default: it follows --data
+    params.write_text(yaml.safe_dump({k: v for k, v in TINY.items() if k != "assign"}))
+    data = tmp_path / "new"
+    result = invoke("--params", params, "generate", "--data", data)
+    assert result.exit_code == 0, result.output
+    jobs = data / "jobs" / "upcoming.yaml"
+    assert jobs.read_text() == demo_jobs_file()
+    for step in ("validate", "ingest", "graph", "assign"):
+        result = invoke("--params", params, step, "--data", data)
+        assert result.exit_code == 0, f"{step}: {result.output}"
+    latest = json.loads((data / "placements" / "latest.json").read_text())
+    assert {job["job"] for job in latest["jobs"]} == set(PAPER_MIX_4)
+    # The user's own jobs file is never replaced.
+    jobs.write_text("jobs: []\n")
+    assert invoke("--params", params, "generate", "--data", data).exit_code == 0
+    assert jobs.read_text() == "jobs: []\n"
+
+
+def test_append_day_refuses_options_it_cannot_honour(generated: Path, params: Path) -> None:
+    for option in (["--days", "3"], ["--preset", "synthetic-200"]):
+        args = ("--params", params, "generate", "--data", generated, "--append-day", *option)
+        result = invoke(*args)
+        assert result.exit_code == 2 and option[0] in result.output, result.output
+
+
 def test_unknown_params_key_is_named(tmp_path: Path) -> None:
     bad = tmp_path / "params.yaml"
     bad.write_text("generate:\n  dayz: 2\n")
@@ -272,6 +303,18 @@ def test_import_hulk_bad_file_names_file_and_line(tmp_path: Path) -> None:
     assert not out.exists()
 
 
+def test_import_hulk_into_a_folder_with_logs_is_refused(generated: Path, tmp_path: Path) -> None:
+    nodes = tmp_path / "nodes.csv"
+    edges = tmp_path / "edges.txt"
+    nodes.write_text("node,City,Capability,Memory\n0,Beijing,8.6,152\n1,Tokyo,8,320\n")
+    edges.write_text("0 1 74\n")
+    before = (generated / "machines.csv").read_bytes()
+    result = invoke("import-hulk", "--nodes", nodes, "--edges", edges, "--data", generated)
+    assert result.exit_code == 2 and "[import.has_logs]" in result.output, result.output
+    assert (generated / "machines.csv").read_bytes() == before
+    assert not (generated / "links.parquet").exists()
+
+
 @pytest.mark.slow
 def test_import_hulk_then_graph(hulk47: Path, tmp_path: Path) -> None:
     out = tmp_path / "imported"
@@ -321,3 +364,13 @@ def test_a_params_file_that_is_not_there_is_an_error_not_the_defaults(tmp_path: 
     result = invoke("--params", missing, "jobs", "list", "--data", tmp_path)
     assert result.exit_code == 2, result.output
     assert f"{missing}: --params names no settings file" in " ".join(result.output.split())
+
+
+def test_validate_refuses_a_capability_without_a_peak_figure(generated: Path, params: Path) -> None:
+    inventory = pd.read_csv(generated / "machines.csv")
+    inventory.loc[0, "compute_capability"] = 6.0  # plausible, but params give no peak TFLOPS
+    inventory.to_csv(generated / "machines.csv", index=False)
+    result = invoke("--params", params, "validate", "--data", generated)
+    assert result.exit_code == 2, result.output
+    assert "machines.csv" in result.output and "[hardware.peak_tflops]" in result.output
+    assert not (generated / "validation").exists()  # refused before anything is written

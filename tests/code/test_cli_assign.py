@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -272,6 +273,9 @@ def test_replan_moves_only_the_job_on_the_failed_machine(tiny: Path, tmp_path: P
     keep = ("job", "status", "reason", "nodes", "replicas")
     assert {k: after["jobs"][1][k] for k in keep} == {k: before["jobs"][1][k] for k in keep}
     assert after["jobs"][1]["estimate"] == before["jobs"][1]["estimate"]
+    # The file records the inventory it was made on, as an assign run's does.
+    inventory = hashlib.sha256((tiny / "machines.csv").read_bytes()).hexdigest()
+    assert after["fleet"]["inventory"] == inventory
 
 
 def test_replan_with_added_machines(tiny: Path, tmp_path: Path) -> None:

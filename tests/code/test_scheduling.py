@@ -1044,3 +1044,27 @@ def test_a_waiting_jobs_estimate_goes_with_a_change_of_spec_or_state(tmp_path: P
         estimate(store, "a")
         store.cancel("a", T0)
         assert times(store, "a") == (None, None)
+
+
+def test_assign_goes_on_with_the_teacher_when_the_tracking_server_is_down(
+    tiny: Path, tmp_path: Path
+) -> None:
+    import socket
+
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    params = tmp_path / "down.yaml"
+    down = {**FAST, "mlflow": {"tracking_uri": f"http://127.0.0.1:{port}", "connect_timeout_s": 1}}
+    params.write_text(yaml.safe_dump(down))
+    jobs = write_jobs(tmp_path / "jobs.yaml", spec("bert", "BERT-large", iterations=1000))
+    args = ["--params", params, "assign", "--data", tiny, "--jobs", jobs]
+    placed = runner.invoke(app, [str(a) for a in args])
+    # The default strategy cannot read the champion: the teacher schedules, and says why.
+    assert placed.exit_code == 0, placed.output
+    assert "[mlflow.unreachable]" in placed.output and "teacher" in placed.output
+    assert json.loads((tiny / "placements" / "latest.json").read_text())["strategy"] == "teacher"
+    # Asked for the GNN by name: refused in one line.
+    refused = runner.invoke(app, [str(a) for a in (*args, "--strategy", "gnn")])
+    assert refused.exit_code == 2 and "[mlflow.unreachable]" in refused.output, refused.output
+    assert "Traceback" not in refused.output
