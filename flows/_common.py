@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hulk.errors import HulkError, InputError
-from hulk.folder_lock import is_refusal
 from hulk.settings import FlowsSettings, Settings, load_settings
 from hulk.stages import Summary
 
@@ -25,19 +24,20 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 logging.getLogger("distributed").setLevel(logging.WARNING)
 
 
-class _RefusalWithoutTraceback(logging.Filter):
-    """A lock refusal in a task run's log keeps its one line, without the traceback Prefect's
-    task engine attaches to a failed task's exception when the task has no retries
-    (``flows.retries: 0``). With retries it logs none for a HulkError: `_not_bad_input` never
-    retries one, and the engine only sets the task's state."""
+class _UserErrorWithoutTraceback(logging.Filter):
+    """A `HulkError` (bad input, a missing folder, a refused lock) in a run's log keeps its one
+    line, without the traceback Prefect's engines attach to the exception a task or flow run
+    ended with: the traceback says nothing to a user and buries the line that does, in the
+    terminal and in the run's log in the UI. Any other exception keeps its traceback."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and is_refusal(record.exc_info[1]):
+        if record.exc_info and isinstance(record.exc_info[1], HulkError):
             record.exc_info, record.exc_text = None, None
         return True
 
 
-logging.getLogger("prefect.task_runs").addFilter(_RefusalWithoutTraceback())
+for _run_logger in ("prefect.task_runs", "prefect.flow_runs"):
+    logging.getLogger(_run_logger).addFilter(_UserErrorWithoutTraceback())
 
 
 def flow_settings(params: str, data_dir: str | None) -> Settings:

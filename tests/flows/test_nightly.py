@@ -355,7 +355,9 @@ def test_nightly_on_a_folder_without_logs_or_links_names_both(
     assert "logs" in state.message and "links.parquet" in state.message
 
 
-def test_broken_partition_fails_nightly_before_anything_is_published(first_run: dict) -> None:
+def test_broken_partition_fails_nightly_before_anything_is_published(
+    first_run: dict, caplog: pytest.LogCaptureFixture
+) -> None:
     from flows.nightly import nightly
 
     settings = first_run["settings"]
@@ -376,6 +378,9 @@ def test_broken_partition_fails_nightly_before_anything_is_published(first_run: 
     assert sorted((data / "placements").glob("*.json")) == placement_files
     assert registry.load_model_files(settings)[2].version == champion
     assert len(_assignment_runs(settings)) == assignment_runs  # nothing new
+    # The runs' logs say it in one line each: bad input gets no traceback.
+    told = [r for r in caplog.records if "elapsed_ms" in r.getMessage()]
+    assert told and not any(r.exc_info or r.exc_text for r in told)
 
 
 def test_nightly_on_a_folder_another_nightly_holds_fails_in_one_line(tmp_path: Path) -> None:
