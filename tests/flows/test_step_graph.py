@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from hulk import steps
@@ -72,3 +73,32 @@ def test_prefect_yaml_deployments_load_with_their_schedules() -> None:
     # `hulk --params FILE serve`: every served run reads that file.
     mine = {d.name: d for d in deployments(REPO / "prefect.yaml", params="/srv/mine.yaml")}
     assert {d.parameters["params"] for d in mine.values()} == {"/srv/mine.yaml"}
+
+
+@pytest.mark.slow
+def test_the_served_deployments_get_their_scheduled_runs(prefect_server: str) -> None:
+    # What the server's scheduler does for `hulk serve`: insert each deployment's upcoming
+    # runs. (Prefect's scheduler failed on every tick with SQLAlchemy 2.1, so a served
+    # deployment never ran; requirements.lock pins the 2.0 series.)
+    from prefect.client.orchestration import get_client
+
+    from flows.serve import deployments
+
+    with get_client(sync_client=True) as client:
+        for deployment in deployments(REPO / "prefect.yaml"):
+            deployment_id = deployment.apply()
+            answer = client.request(
+                "POST", "/deployments/{id}/schedule", path_params={"id": str(deployment_id)}
+            )
+            assert answer.status_code < 300, answer.text
+            runs = client.request(
+                "POST",
+                "/flow_runs/filter",
+                json={
+                    "limit": 5,
+                    "offset": 0,
+                    "sort": "EXPECTED_START_TIME_ASC",
+                    "flow_runs": {"deployment_id": {"any_": [str(deployment_id)]}},
+                },
+            ).json()
+            assert runs and all(run["state_type"] == "SCHEDULED" for run in runs), deployment.name
