@@ -46,6 +46,7 @@ from hulk import corpus, steps
 from hulk.data_folder import data_source, require_folder
 from hulk.errors import InputError
 from hulk.folder_lock import folder_lock, is_refusal
+from hulk.jobs import require_jobs_file
 from hulk.registry_tracking import require_reachable
 from hulk.settings import Settings
 from hulk.stages.corpus import corpus_is_current
@@ -139,6 +140,7 @@ def nightly(
     try:
         require_folder(settings.data_dir)
         require_reachable(settings)  # a dead tracking server: now, not after the labelling
+        require_jobs_file(settings.assign.jobs_file)  # the night ends by scheduling them
     except InputError as exc:  # a mistyped folder: one line, and no folder grown from it
         return refused(exc)
     with ExitStack() as held:

@@ -662,6 +662,18 @@ def parse_jobs(raw: object, source: str | Path | None = None) -> list[Job]:
     return jobs
 
 
+def require_jobs_file(path: Path) -> None:
+    """`jobs.missing_file` unless the jobs file is there: checked before a run's long steps
+    when the run ends by scheduling its jobs."""
+    if not path.is_file():
+        raise InputError(
+            path,
+            "jobs.missing_file",
+            "the jobs file does not exist (params: assign.jobs_file): the nightly run ends by "
+            "scheduling its jobs; `hulk generate` writes the demo's into a new data folder",
+        )
+
+
 def load_jobs(path: str | Path) -> list[Job]:
     """Read and validate a jobs file; `InputError` naming file, job and field when it is wrong."""
     path = Path(path)

@@ -36,6 +36,7 @@ import datetime as dt
 import hashlib
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -184,6 +185,15 @@ def _utc(moment: dt.datetime) -> dt.datetime:
     if moment.tzinfo is None:
         return moment.replace(tzinfo=dt.UTC)
     return moment.astimezone(dt.UTC)
+
+
+# A run's own file: ``<run-id>.json`` (not latest.json, nor the publication record beside it).
+RUN_FILE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}Z-[0-9a-f]+\.json")
+
+
+def run_files(placements_dir: Path) -> list[Path]:
+    """The run files of a placements folder, oldest first (run ids sort by time)."""
+    return sorted(p for p in placements_dir.glob("*.json") if RUN_FILE.fullmatch(p.name))
 
 
 def make_run_id(started: dt.datetime, inputs: Mapping[str, Any]) -> str:

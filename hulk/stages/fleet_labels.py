@@ -42,7 +42,7 @@ from hulk.fleet_samples import (
     sample_frames,
 )
 from hulk.jobs import Job, parse_jobs
-from hulk.placements import LATEST
+from hulk.placements import run_files
 from hulk.settings import Settings
 from hulk.stages import Summary
 
@@ -138,7 +138,7 @@ def recent_jobs(placements_dir: Path, count: int) -> tuple[list[Job], list[Findi
     """The jobs of the newest `count` placements files (by run id), oldest first."""
     if count == 0 or not placements_dir.is_dir():
         return [], []
-    files = sorted(p for p in placements_dir.glob("*.json") if p.name != LATEST)
+    files = run_files(placements_dir)  # not latest.json (a copy) nor its publication record
     jobs: list[Job] = []
     findings: list[Finding] = []
     for path in files[-count:]:

@@ -28,6 +28,7 @@ def run(
     """Inventory and link table from the paper's published format, validated before writing."""
     from hulk.data_folder import holds_logs
     from hulk.importer import import_hulk as read_hulk_format
+    from hulk.stages.generate import write_demo_jobs
     from hulk.validation import run_validation, validate_inventory, validate_links
 
     if holds_logs(out_dir):
@@ -58,14 +59,17 @@ def run(
         out_dir, settings.validation, now or dt.datetime.now(dt.UTC), settings.ingest.window_days
     )
     _add_findings(report.report_path, result.findings)
+    outputs = {
+        "inventory": out_dir / schemas.INVENTORY_FILE,
+        "links": out_dir / schemas.LINKS_FILE,
+        "quarantine": out_dir / schemas.QUARANTINE_FILE,
+        "report": report.report_path,
+        "docs": report.docs_index,
+    }
+    if write_demo_jobs(out_dir, settings.assign.jobs_file):  # a new folder has jobs to place
+        outputs["jobs"] = settings.assign.jobs_file
     return StepResult(
-        outputs={
-            "inventory": out_dir / schemas.INVENTORY_FILE,
-            "links": out_dir / schemas.LINKS_FILE,
-            "quarantine": out_dir / schemas.QUARANTINE_FILE,
-            "report": report.report_path,
-            "docs": report.docs_index,
-        },
+        outputs=outputs,
         findings=result.findings + report.findings,
         summary=ImportSummary(
             machines=len(result.inventory),

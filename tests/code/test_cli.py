@@ -329,6 +329,10 @@ def test_import_hulk_then_graph(hulk47: Path, tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     assert "edges.faster_than_light" in result.output
+    # A new folder gets the demo's jobs, so that its nightly has jobs to schedule.
+    from hulk.jobs import demo_jobs_file
+
+    assert (out / "jobs" / "upcoming.yaml").read_text() == demo_jobs_file()
     assert invoke("graph", "--data", out).exit_code == 0
     assert json.loads((out / "graph" / "snapshot.json").read_text())["nodes"] == 47
 

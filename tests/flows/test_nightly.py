@@ -471,6 +471,12 @@ def test_flows_on_a_data_folder_that_is_not_there_fail_in_one_line(
     from flows.assign import assign_flow
     from flows.nightly import nightly
 
+    # Without its jobs file the night would train for minutes, then fail at assign.
+    (tmp_path / "data").mkdir()
+    params = tiny_params(tmp_path, assign={"jobs_file": str(tmp_path / "none.yaml")})
+    state = nightly(params=str(write_params(tmp_path / "p.yaml", params)), return_state=True)
+    assert state.is_failed() and "[jobs.missing_file]" in state.message
+    assert list((tmp_path / "data").iterdir()) == []
     typo = tmp_path / "no-such-folder"
     for flow in (nightly, assign_flow):
         state = flow(params=str(first_run["params"]), data_dir=str(typo), return_state=True)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -184,3 +185,22 @@ def test_few_snapshots_give_more_samples_each(fleet) -> None:
         "drift-00/subfleet-2",
         "drift-00/drained-2",
     }
+
+
+def test_recent_jobs_come_from_run_files_only(tmp_path: Path) -> None:
+    import json
+
+    from hulk.jobs import PRESET_JOBS, job_to_dict
+    from hulk.stages.fleet_labels import recent_jobs
+
+    def run_file(name: str, job: str) -> None:
+        doc = {"jobs": [{"job": job, "spec": job_to_dict(PRESET_JOBS[job])}]}
+        (tmp_path / name).write_text(json.dumps(doc))
+
+    run_file("2026-11-27T02-00-00Z-aaaaaa.json", "BERT-large")
+    run_file("2026-11-28T02-00-00Z-bbbbbb.json", "T5-11B")
+    run_file("latest.json", "T5-11B")  # a copy of the newest run
+    # The publication record sorts after the run files: it must not take a run's place.
+    (tmp_path / "latest.published.json").write_text(json.dumps({"run_id": "x"}))
+    jobs, findings = recent_jobs(tmp_path, 2)
+    assert [job.name for job in jobs] == ["BERT-large", "T5-11B"] and findings == []
