@@ -200,7 +200,13 @@ def _assign_and_publish(settings: Settings) -> dict[str, Any]:
     retry = retry_options(settings.flows, retried=True)
     completed = complete_last_publication.with_options(**retry)(settings)
     if completed:
-        logger.warning("completed the publication of %s (a run stopped before it)", completed)
+        # The usual cause is no fault: `hulk assign` by hand (or `hulk stage assign`) writes
+        # latest.json and leaves its publication to this flow.
+        logger.info(
+            "published %s, which latest.json held unpublished (an assign run outside this flow, "
+            "or one stopped before its publication)",
+            completed,
+        )
     published = publish.with_options(**retry)(settings)
     placements = str(published.outputs["placements"])
     doc = json.loads(Path(placements).read_text(encoding="utf-8"))

@@ -253,17 +253,20 @@ def generate(
         with _nightly_files(settings):
             result = append_next_day(settings.data_dir, settings, seed=seed)
         report(result, "appended", started)
-        return
-    with _nightly_files(settings), progress_bar("generating logs") as bar:
-        result = steps.run(
-            "generate",
-            settings,
-            preset=preset,
-            days=days,
-            seed=seed,
-            progress=bar,
-        )
-    report(result, "generated", started)
+    else:
+        with _nightly_files(settings), progress_bar("generating logs") as bar:
+            result = steps.run(
+                "generate",
+                settings,
+                preset=preset,
+                days=days,
+                seed=seed,
+                progress=bar,
+            )
+        report(result, "generated", started)
+    # The logs are the generate stage's outputs: recorded, `dvc repro` keeps them (an appended
+    # day included) instead of checking the cached ones out over them.
+    log_line(steps.record_dvc_lock(settings, _params_path(ctx), ["generate"]))
 
 
 @app.command("import-hulk")
@@ -701,6 +704,7 @@ def publish(
     from hulk.placements import LATEST
 
     settings = _settings(ctx, data)
+    _existing_folder(settings)
     folder = settings.assign.placements_dir
     latest = folder / LATEST
     try:
@@ -762,6 +766,7 @@ def evaluate(
     from hulk.placements import LATEST
 
     settings = _settings(ctx, data)
+    _existing_folder(settings)
     started = time.perf_counter()
     result = steps.run("evaluate", settings, placements_file=file, plot=plot)
     _print_evaluation(result, file or settings.assign.placements_dir / LATEST, started)
@@ -837,6 +842,7 @@ def replan(
     from hulk.stages import replan as replanning
 
     settings = _settings(ctx, data)
+    _existing_folder(settings)
     started = time.perf_counter()
     result = replanning.run(
         settings.data_dir,
@@ -878,9 +884,10 @@ def replan(
     _makespan(summary.makespan_s, schedule_of(summary.strategy))
     if summary.kept_latest:
         out.print(
-            f"latest.json kept: {summary.kept_latest} job(s) run on the scheduler's placements "
-            f"(assign runs re-plan failed machines themselves); the re-plan is in "
-            f"{result.outputs['placements']}"
+            f"latest.json kept: {summary.kept_latest} job(s) run on the scheduler's placements, "
+            "and this re-plan changes none of them: an assign run moves the jobs of a machine "
+            "once it is drained (status `drained` in machines.csv) or has stopped reporting "
+            f"in the logs. The re-plan, as a what-if, is in {result.outputs['placements']}"
         )
     report(result, "re-planned", started, _brief(result))
 

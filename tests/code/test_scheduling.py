@@ -362,7 +362,8 @@ def test_a_failed_assign_run_changes_nothing_and_jobs_commands_need_the_folder(
     with JobStore(jobs_db(tiny)) as store:
         assert store.get("bert") is None and store.events() == []  # the runs left no trace
     typo = tmp_path / "no-such-folder"
-    for command in (["assign", "--jobs", str(jobs)], ["graph"], ["train"], ["nightly"]):
+    commands = (["assign", "--jobs", str(jobs)], ["graph"], ["train"], ["nightly"], ["evaluate"])
+    for command in (*commands, ["replan", "--fail", "1"], ["publish"]):
         mistyped = runner.invoke(app, [*command, "--data", str(typo)])
         assert mistyped.exit_code == 2 and "data.missing_folder" in mistyped.output, command
         assert not typo.exists()

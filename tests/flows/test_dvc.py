@@ -100,3 +100,12 @@ def test_hulk_run_leaves_dvc_up_to_date(
     jobs.write_text(jobs.read_text(encoding="utf-8") + "\n", encoding="utf-8")
     status = dvc("status", cwd=repo)
     assert "labels" in status and "assign" in status and "graph" not in status, status
+    # A day appended by hand is recorded as the generate stage's output: `dvc repro` would
+    # validate it, not check the cached logs out over it.
+    days = len(list((repo / "data" / "logs").iterdir()))
+    appended = CliRunner().invoke(app, ["--params", "params.yaml", "generate", "--append-day"])
+    assert appended.exit_code == 0, appended.output
+    assert "dvc.lock: recorded generate" in appended.output
+    status = dvc("status", cwd=repo)
+    assert "validate" in status and "generate:" not in status, status
+    assert len(list((repo / "data" / "logs").iterdir())) == days + 1
