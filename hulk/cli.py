@@ -656,7 +656,9 @@ def _queue_lines(queue: QueueBlock) -> None:
 
 
 def _makespan(value: float | None, schedule: str) -> None:
-    how = "sum over jobs run one after another" if schedule == "sequential" else "slowest job"
+    how = (
+        "sum over jobs run one after another" if schedule == "sequential" else "slowest placed job"
+    )
     out.print(f"makespan: {_seconds(value)} s per iteration ({how})")
 
 
