@@ -255,7 +255,7 @@ def test_assign_flow_refused_the_publish_lock_leaves_its_publication_to_the_next
     assert _folder_state(settings) == before
     # The next run completes it (its MLflow run logged already), then publishes its own.
     result = assign_flow(params=str(first_run["params"]))
-    assert f"completed the publication of {placed}" in caplog.text
+    assert f"published {placed}, which latest.json held unpublished" in caplog.text
     runs = [r.data.tags["hulk.placements.run_id"] for r in _assignment_runs(settings)]
     assert runs.count(placed) == 1
     record = json.loads((placements / PUBLISHED).read_text())
