@@ -194,11 +194,7 @@ def _save_pyfunc(path: Path, plain: Path) -> None:
     packages = ("mlflow", "torch", "torch-geometric", "numpy", "pandas", "pydantic", "networkx")
     requirements = [f"{name}=={importlib.metadata.version(name)}" for name in packages]
     requirements += [f"PyYAML=={importlib.metadata.version('PyYAML')}"]
-    with warnings.catch_warnings():
-        # MLflow reads predict's type hints as a schema and warns about them; the model's
-        # schema is `hulk.serving.signature()`.
-        warnings.filterwarnings("ignore", message=".*type hint", category=UserWarning)
-        _save(path, plain, requirements)
+    _save(path, plain, requirements)
 
 
 def _save(path: Path, plain: Path, requirements: list[str]) -> None:

@@ -23,7 +23,6 @@ are built with the hardware and bandwidth-tier settings the model was trained wi
 from __future__ import annotations
 
 import json
-import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,31 +34,29 @@ from mlflow.pyfunc import PythonModel
 INPUT_KEYS = ("inventory", "links", "jobs")
 
 
-# MLflow checks a PythonModel's predict type hints when the class is made and warns when it
-# has none; Hulk's schema is `signature()`, so that warning says nothing here.
-with warnings.catch_warnings():
-    warnings.filterwarnings("ignore", message=".*type hint", category=UserWarning)
+class FleetProbabilities(PythonModel):
+    """`predict`: per-machine class probabilities (module docstring)."""
 
-    class FleetProbabilities(PythonModel):
-        """`predict`: per-machine class probabilities (module docstring)."""
+    def load_context(self, context: Any) -> None:
+        import torch
 
-        def load_context(self, context: Any) -> None:
-            import torch
+        from hulk.model import model_from_state
+        from hulk.settings import Settings
 
-            from hulk.model import model_from_state
-            from hulk.settings import Settings
+        weights = context.artifacts["state_dict"]
+        state = torch.load(weights, map_location="cpu", weights_only=True)
+        with open(context.artifacts["config"], encoding="utf-8") as file:
+            config = json.load(file)
+        with open(context.artifacts["settings"], encoding="utf-8") as file:
+            self.settings = Settings.model_validate_json(file.read())
+        self.model = model_from_state(config, state)
 
-            weights = context.artifacts["state_dict"]
-            state = torch.load(weights, map_location="cpu", weights_only=True)
-            with open(context.artifacts["config"], encoding="utf-8") as file:
-                config = json.load(file)
-            with open(context.artifacts["settings"], encoding="utf-8") as file:
-                self.settings = Settings.model_validate_json(file.read())
-            self.model = model_from_state(config, state)
-
-        # No type hints: MLflow would read them as the schema, which is `signature()`.
-        def predict(self, context, model_input, params=None):
-            return fleet_probabilities(self.model, model_input, self.settings)
+    # A frame is what MLflow hands over after checking `signature()`, and a type MLflow infers
+    # no schema from: without a hint it warns at every load that one should be added.
+    def predict(
+        self, context: Any, model_input: pd.DataFrame, params: dict[str, Any] | None = None
+    ) -> pd.DataFrame:
+        return fleet_probabilities(self.model, model_input, self.settings)
 
 
 def fleet_probabilities(model: Any, document: Any, settings: Any) -> pd.DataFrame:
