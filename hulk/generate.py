@@ -89,6 +89,7 @@ __all__ = [
     "expected_links",
     "generate_day",
     "read_generation",
+    "require_generated",
     "write_dataset",
 ]
 
@@ -379,6 +380,7 @@ def write_dataset(
     out_dir = Path(out_dir)
     if days < 1:
         raise InputError(out_dir, "generate.days", f"days must be at least 1 (got {days})")
+    require_generated(out_dir)
     frame = prepare_inventory(inventory)
     net = build_network(frame, seed, settings)
     fileio.write_csv(out_dir / schemas.INVENTORY_FILE, frame)
@@ -399,6 +401,27 @@ def write_dataset(
         out_dir / schemas.GENERATION_FILE, json.dumps(record, indent=1, sort_keys=True) + "\n"
     )
     return written
+
+
+def require_generated(out_dir: Path) -> None:
+    """`generate.not_generated` naming out_dir's inventory or logs when it holds either without
+    the record `write_dataset` leaves: a user's own fleet (or an imported one), which generating
+    or appending a day would overwrite or mix made-up probes into."""
+    out_dir = Path(out_dir)
+    if (out_dir / schemas.GENERATION_FILE).is_file():
+        return
+    inventory, logs = out_dir / schemas.INVENTORY_FILE, out_dir / schemas.LOGS_DIR
+    found = [inventory] if inventory.exists() else []
+    if logs.is_dir() and any(logs.iterdir()):
+        found.append(logs)
+    if found:
+        raise InputError(
+            found[0],
+            "generate.not_generated",
+            f"{out_dir} holds {' and '.join(path.name for path in found)} that hulk generate did "
+            f"not write (no {schemas.GENERATION_FILE}): generating here would replace them. "
+            "Generate into another folder, or move them away first",
+        )
 
 
 def read_generation(out_dir: Path) -> tuple[int, GenerateSettings] | None:

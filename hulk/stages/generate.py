@@ -75,11 +75,13 @@ def append_day(
     """Add the day after the latest log partition: what a nightly run sees arrive. The day
     continues the folder's own network: the seed and generate settings its logs were made with
     (`hulk.generate.read_generation`), whatever params.yaml says now; a --seed other than that
-    one is refused. Logs without that record take params' (or --seed)."""
+    one is refused. Logs without that record (a user's own) are refused: a made-up day would
+    mix with them."""
     from hulk.generate import append_day as append_next_day
-    from hulk.generate import read_generation
+    from hulk.generate import read_generation, require_generated
 
     generate = settings.generate
+    require_generated(out_dir)
     recorded = read_generation(out_dir)
     if recorded is not None:
         made_with, generate = recorded

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 from pathlib import Path
 
 import networkx as nx
@@ -15,7 +16,8 @@ from hulk import schemas
 from hulk.errors import ConfigError, InputError
 from hulk.geo import haversine_km, normalise
 from hulk.presets import PRESETS, build_fleet
-from hulk.settings import GenerateSettings, Range
+from hulk.settings import GenerateSettings, Range, Settings
+from hulk.stages.generate import append_day as append_day_step
 
 SEED = 7
 DAY = dt.date(2026, 11, 20)
@@ -336,6 +338,28 @@ def test_rewriting_keeps_exactly_the_new_window(tmp_path: Path, paper: pd.DataFr
     assert calls == [(1, 2), (2, 2)]
     machines = pd.read_csv(tmp_path / schemas.INVENTORY_FILE)
     assert list(machines.columns) == list(schemas.INVENTORY) and len(machines) == 47
+
+
+@pytest.mark.parametrize("own", ["inventory", "logs"])
+def test_a_folder_of_data_it_did_not_generate_is_never_overwritten(
+    tmp_path: Path, paper: pd.DataFrame, own: str
+) -> None:
+    gen.write_dataset(tmp_path, paper, SEED, fast(), 2, DAY)
+    (tmp_path / schemas.GENERATION_FILE).unlink()  # as a user's own folder has none
+    if own == "inventory":
+        shutil.rmtree(tmp_path / schemas.LOGS_DIR)
+    else:
+        (tmp_path / schemas.INVENTORY_FILE).unlink()
+    before = tree_bytes(tmp_path)
+    for write in (
+        lambda: gen.write_dataset(tmp_path, paper, SEED, fast(), 1, DAY + dt.timedelta(days=3)),
+        lambda: append_day_step(tmp_path, Settings()),
+    ):
+        with pytest.raises(InputError) as caught:
+            write()
+        assert caught.value.rule == "generate.not_generated"
+        assert "generating here would replace them" in str(caught.value)
+        assert tree_bytes(tmp_path) == before
 
 
 def test_append_day_needs_partitions(tmp_path: Path, paper: pd.DataFrame) -> None:
