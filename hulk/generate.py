@@ -420,7 +420,8 @@ def require_generated(out_dir: Path) -> None:
             "generate.not_generated",
             f"{out_dir} holds {' and '.join(path.name for path in found)} that hulk generate did "
             f"not write (no {schemas.GENERATION_FILE}): generating here would replace them. "
-            "Generate into another folder, or move them away first",
+            f"Generate into another folder, or move them away first (`hulk nightly --data "
+            f"{out_dir}` runs the night on them as they are)",
         )
 
 
