@@ -212,11 +212,40 @@ def partition_window_end(
 def window_end_for(logs: Path, now: dt.datetime) -> pd.Timestamp:
     """The window end a nightly run uses: midnight after the latest day partition that is not
     in the future, never later than `now` (a partition dated after today does not move the
-    window: its rows are quarantined as logs.future_timestamp); `now` for unpartitioned files
-    or when every partition is in the future."""
+    window: its rows are quarantined as logs.future_timestamp); for unpartitioned files the
+    latest probe not after `now`, as the partitions' end follows their data. `now` when every
+    partition is in the future, or when no file can be read (validation names it)."""
     now_ts = utc_timestamp(now)
-    end = partition_window_end(discover_logs(Path(logs)), now_ts)
+    log_set = discover_logs(Path(logs))
+    end = partition_window_end(log_set, now_ts)
+    if end is None and not log_set.partitioned:
+        try:
+            end = latest_probe(log_set, now_ts)
+        except InputError:
+            end = None
     return now_ts if end is None else min(end, now_ts)
+
+
+def latest_probe(log_set: LogSet, now: pd.Timestamp) -> pd.Timestamp | None:
+    """The latest probe time not after `now` over every file of `log_set` (None: none)."""
+    files = [f.path for f in log_set.files]
+    check_columns(log_set, files)
+    con = duckdb.connect(":memory:")
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        con.execute("SET enable_progress_bar = false")
+        table = _run(
+            con,
+            f"SELECT epoch_us(max(ts::TIMESTAMPTZ)) AS us FROM {_scan_sql(log_set.format)} "
+            "WHERE ts::TIMESTAMPTZ <= $now::TIMESTAMPTZ",
+            {"files": [str(p) for p in files], "now": utc_timestamp(now).isoformat()},
+            log_set,
+            files,
+        )
+    finally:
+        con.close()
+    micros = table.column("us")[0].as_py()
+    return None if micros is None else pd.Timestamp(micros, unit="us", tz="UTC")
 
 
 def make_window(end: pd.Timestamp, settings: IngestSettings) -> Window:

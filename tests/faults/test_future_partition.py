@@ -99,3 +99,28 @@ def test_future_partition_on_the_command_line(generated: Path, params: Path) -> 
     result = invoke("--params", params, "ingest")
     assert result.exit_code == 0, result.output
     assert (generated / schemas.LINKS_FILE).read_bytes() == good_links
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_unpartitioned_files_end_the_window_at_their_latest_probe(tmp_path: Path, fmt: str) -> None:
+    """A flat folder of the same probes as day partitions: the window ends at its latest probe
+    (not at a wall clock days later, which would find every machine silent), a future probe
+    does not move it, and validation finds what it finds in the partitions."""
+    from hulk import fileio
+
+    days = make_days()
+    logs = tmp_path / "flat" / schemas.LOGS_DIR
+    logs.mkdir(parents=True)
+    for day, frame in {**days, FUTURE: _future_rows()}.items():
+        if fmt == "csv":
+            fileio.write_csv(logs / f"{day.isoformat()}.csv", frame)
+        else:
+            fileio.write_parquet(logs / f"{day}.parquet", schemas.conform(frame, schemas.LOGS))
+    latest = max(frame["ts"].max() for frame in days.values())
+
+    end = window_end_for(logs, NOW)
+
+    assert end == pd.Timestamp(latest).tz_convert("UTC") < pd.Timestamp(NOW)
+    result = validate_logs(logs, make_inventory(), SETTINGS, NOW, WINDOW_DAYS, window_end=end)
+    assert "logs.stale_machine" not in rules(result.findings)
+    assert rules(result.findings) <= {"logs.future_timestamp", "logs.outside_window"}
