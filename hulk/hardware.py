@@ -7,6 +7,8 @@ graph (`hulk.graph`); numpy and pandas only, so the planning stack imports witho
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
@@ -33,6 +35,26 @@ def node_compute_tflops(inventory: pd.DataFrame, hardware: HardwareSettings) -> 
             unknown.to_dict("records"),
         )
     return inventory["gpu_count"].to_numpy(float) * peak * hardware.mfu
+
+
+def require_peak_figures(
+    inventory: pd.DataFrame,
+    source: Path | str,
+    hardware: HardwareSettings,
+    plausible: tuple[float, float] = (-np.inf, np.inf),
+) -> None:
+    """`hardware.peak_tflops` naming `source` unless every machine whose compute capability
+    lies in `plausible` (the validation suite reports the others) has a peak figure in params:
+    the graph and the cost model cannot value a machine without one. For the steps that take
+    an inventory in (validate, import-hulk, replan --add-nodes), before they write anything."""
+    if "compute_capability" not in inventory.columns:
+        return  # the suites' column checks report it
+    capability = pd.to_numeric(inventory["compute_capability"], errors="coerce")
+    inside = capability.between(*plausible).fillna(False)
+    try:
+        node_compute_tflops(inventory.loc[inside], hardware)
+    except InputError as exc:
+        raise InputError(source, exc.rule, exc.detail, exc.examples) from None
 
 
 def link_bandwidth_gbps(

@@ -27,6 +27,7 @@ def run(
 ) -> StepResult[ImportSummary]:
     """Inventory and link table from the paper's published format, validated before writing."""
     from hulk.data_folder import holds_logs
+    from hulk.hardware import require_peak_figures
     from hulk.importer import import_hulk as read_hulk_format
     from hulk.stages.generate import write_demo_jobs
     from hulk.validation import run_validation, validate_inventory, validate_links
@@ -49,6 +50,7 @@ def run(
     checked = validate_inventory(result.inventory, str(nodes), settings.validation)
     checked += validate_links(result.links, result.inventory, str(edges), settings.validation)
     raise_on_errors(checked)
+    require_peak_figures(result.inventory, nodes, settings.hardware)
     out_dir.mkdir(parents=True, exist_ok=True)
     fileio.write_csv(out_dir / schemas.INVENTORY_FILE, result.inventory)
     fileio.write_parquet(out_dir / schemas.LINKS_FILE, result.links)

@@ -190,12 +190,14 @@ def read_growth(
     nodes: Path | None, edges: Path | None, inventory: pd.DataFrame, settings: Settings
 ) -> tuple[pd.DataFrame | None, pd.DataFrame | None, list[Finding]]:
     """Added machines and links in the paper's format (as `hulk import-hulk` reads them)."""
+    from hulk.hardware import require_peak_figures
     from hulk.importer import read_edges, read_nodes
 
     added: pd.DataFrame | None = None
     findings: list[Finding] = []
     if nodes is not None:
         added, findings = read_nodes(nodes, settings.graph.default_gpu_count)
+        require_peak_figures(added, nodes, settings.hardware)
         clash = sorted(set(added["node_id"]) & set(inventory["node_id"]))
         if clash:
             raise InputError(

@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pandas as pd
-
 from hulk import fileio, schemas
 from hulk.data_folder import VALIDATED, validated_record
 from hulk.errors import InputError
@@ -78,23 +76,16 @@ def run(
 
 
 def _check_peak_figures(inventory_file: Path, settings: Settings) -> None:
-    """`hardware.peak_tflops` naming the inventory unless every machine's compute capability
-    (within the plausible range: the suite reports the others) has a peak figure in params:
-    the graph and the cost model cannot value a machine without one. Before anything is
-    written, so that a folder that would fail at the graph step does not pass validation."""
-    from hulk.hardware import node_compute_tflops
+    """`hulk.hardware.require_peak_figures` on the inventory file, before anything is written,
+    so that a folder that would fail at the graph step does not pass validation."""
+    from hulk.hardware import require_peak_figures
     from hulk.validation.inventory import read_inventory
 
     try:
         inventory = read_inventory(inventory_file)
     except InputError:
         return  # run_validation reports it, with the rest
-    if "compute_capability" not in inventory.columns:
-        return  # the suite's column check reports it
     plausible = settings.validation.compute_capability
-    capability = pd.to_numeric(inventory["compute_capability"], errors="coerce")
-    inside = capability.between(plausible.low, plausible.high)
-    try:
-        node_compute_tflops(inventory.loc[inside.fillna(False)], settings.hardware)
-    except InputError as exc:
-        raise InputError(inventory_file, exc.rule, exc.detail, exc.examples) from None
+    require_peak_figures(
+        inventory, inventory_file, settings.hardware, (plausible.low, plausible.high)
+    )

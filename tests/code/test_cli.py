@@ -315,6 +315,22 @@ def test_import_hulk_into_a_folder_with_logs_is_refused(generated: Path, tmp_pat
     assert not (generated / "links.parquet").exists()
 
 
+def test_import_hulk_refuses_a_capability_without_a_peak_figure(tmp_path: Path) -> None:
+    nodes = tmp_path / "nodes.csv"
+    edges = tmp_path / "edges.txt"
+    edges.write_text("0 1 74\n")
+    out = tmp_path / "out"
+    nodes.write_text("node,City,Capability,Memory\n0,Beijing,8.6,152\n1,Tokyo,8,320\n")
+    assert invoke("import-hulk", "--nodes", nodes, "--edges", edges, "--out", out).exit_code == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    # 5.0 is a plausible capability, but params give it no peak TFLOPS: graph would refuse it.
+    nodes.write_text("node,City,Capability,Memory\n0,Beijing,5.0,152\n1,Tokyo,8,320\n")
+    result = invoke("import-hulk", "--nodes", nodes, "--edges", edges, "--out", out)
+    assert result.exit_code == 2, result.output
+    assert "nodes.csv" in result.output and "[hardware.peak_tflops]" in result.output
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+
+
 @pytest.mark.slow
 def test_import_hulk_then_graph(hulk47: Path, tmp_path: Path) -> None:
     out = tmp_path / "imported"

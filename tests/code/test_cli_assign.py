@@ -371,6 +371,21 @@ def test_replan_added_node_clashing_with_the_fleet(tiny: Path, tmp_path: Path) -
     assert "new_nodes.csv" in result.output and "replan.duplicate_node" in result.output
 
 
+def test_replan_added_node_without_a_peak_figure(tiny: Path, tmp_path: Path) -> None:
+    path = _concurrent_file(tiny, tmp_path)
+    before = (path.parent / "latest.json").read_bytes()
+    nodes = tmp_path / "new_nodes.csv"
+    nodes.write_text("node,City,Capability,Memory\n9,Tokyo,5.0,320\n")  # no peak TFLOPS
+    edges = tmp_path / "new_edges.txt"
+    edges.write_text("9 3 1.0\n")
+    result = invoke(
+        "replan", "--data", tiny, "--placements", path, "--add-nodes", nodes, "--add-edges", edges
+    )
+    assert result.exit_code == 2
+    assert "new_nodes.csv" in result.output and "hardware.peak_tflops" in result.output
+    assert (path.parent / "latest.json").read_bytes() == before
+
+
 @needs_teacher
 def test_assign_with_the_teacher(tiny: Path, jobs_file: Path, params: Path) -> None:
     out = assigned(tiny, jobs_file, params, "teacher")
