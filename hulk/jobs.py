@@ -555,7 +555,11 @@ def _read_yaml(path: Path) -> object:
             path, "jobs.yaml_alias", f"{where}: YAML aliases (*name) are not allowed"
         ) from None
     except yaml.YAMLError as exc:
-        raise InputError(path, "jobs.yaml_syntax", f"not valid YAML: {exc}") from None
+        from hulk.settings import yaml_error_line
+
+        raise InputError(
+            path, "jobs.yaml_syntax", f"not valid YAML: {yaml_error_line(exc)}"
+        ) from None
     except ValueError as exc:  # an explicitly tagged value PyYAML cannot build (!!timestamp)
         raise InputError(path, "jobs.yaml_value", f"a value YAML cannot read: {exc}") from None
 

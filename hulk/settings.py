@@ -184,6 +184,20 @@ class GraphSettings(Section):
     ]
     default_gpu_count: PositiveInt = 8
 
+    @field_validator("bandwidth_tiers")
+    @classmethod
+    def _tiers_cover_every_latency(cls, tiers: list[BandwidthTier]) -> list[BandwidthTier]:
+        # A link takes the first tier whose bound it is within: the bounds must rise, and the
+        # last tier (no bound) must take every longer link, or some would get no bandwidth.
+        if not tiers or tiers[-1].max_latency_ms is not None:
+            raise ValueError("the last tier must have max_latency_ms: null (every longer link)")
+        bounds = [tier.max_latency_ms for tier in tiers[:-1]]
+        if None in bounds:
+            raise ValueError("only the last tier may have max_latency_ms: null")
+        if any(a >= b for a, b in zip(bounds, bounds[1:], strict=False)):  # type: ignore[operator]
+            raise ValueError(f"max_latency_ms must rise from tier to tier (got {bounds})")
+        return tiers
+
 
 class HardwareSettings(Section):
     # Peak dense fp16/bf16 TFLOPS per GPU by CUDA compute capability (docs/design.md#cost-model).
@@ -675,7 +689,41 @@ def load_settings(path: str | Path = DEFAULT_PARAMS) -> Settings:
     if not path.exists():
         return Settings()
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_ParamsLoader) or {}
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text: {exc.reason}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        raise ConfigError(f"{path}: not valid YAML: {yaml_error_line(exc)}") from None
     return settings_from_dict(raw, source=str(path))
+
+
+def yaml_error_line(exc: yaml.YAMLError) -> str:
+    """PyYAML's error in one line: where, and what is wrong there (its own text spans several
+    lines, with the offending line quoted)."""
+    if not isinstance(exc, yaml.MarkedYAMLError) or exc.problem_mark is None:
+        return " ".join(str(exc).split())
+    mark = exc.problem_mark
+    parts = [exc.context, exc.problem]
+    what = "; ".join(" ".join(str(part).split()) for part in parts if part)
+    return f"line {mark.line + 1}, column {mark.column + 1}: {what}"
+
+
+class _ParamsLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping: PyYAML would keep the
+    last value without a word, and a section given twice would lose the first one's keys."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # ``<<``: YAML's own merge
+                continue
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, str | int | float | bool) and key in seen:
+                raise yaml.MarkedYAMLError(
+                    None,
+                    None,
+                    f"key {key!r} given more than once (which value is meant?)",
+                    key_node.start_mark,
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)

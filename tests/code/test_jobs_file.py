@@ -339,3 +339,11 @@ def _g() -> dict:
         "global_batch": 512,
         "micro_batch": 8,
     }
+
+
+def test_a_yaml_syntax_error_is_one_line_saying_where(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.yaml"
+    path.write_text("jobs:\n  - name: a\n    model: [BERT-large\n")
+    with pytest.raises(InputError, match=r"jobs\.yaml_syntax") as caught:
+        load_jobs(path)
+    assert "line 4, column 1" in str(caught.value) and "\n" not in str(caught.value)

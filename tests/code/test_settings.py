@@ -49,7 +49,31 @@ def test_inverted_range_is_rejected() -> None:
 def test_invalid_yaml_names_the_file(tmp_path: Path) -> None:
     params = tmp_path / "params.yaml"
     params.write_text("seed: [unclosed\n")
-    with pytest.raises(ConfigError, match=r"params\.yaml: not valid YAML"):
+    with pytest.raises(ConfigError, match=r"params\.yaml: not valid YAML: line 2, column 1") as e:
+        load_settings(params)
+    assert "\n" not in str(e.value)  # one line, saying where
+
+
+@pytest.mark.parametrize(
+    "text, where",
+    [
+        ("train:\n  epochs: 5\ntrain:\n  epochs: 6\n", "line 3"),  # a section given twice
+        ("train:\n  epochs: 5\n  epochs: 6\n", "line 3"),
+    ],
+)
+def test_a_key_given_twice_is_refused_not_the_last_kept(
+    tmp_path: Path, text: str, where: str
+) -> None:
+    params = tmp_path / "params.yaml"
+    params.write_text(text)
+    with pytest.raises(ConfigError, match=rf"{where}, column \d+: key '\w+' given more than once"):
+        load_settings(params)
+
+
+def test_a_file_that_is_not_utf8_is_named(tmp_path: Path) -> None:
+    params = tmp_path / "params.yaml"
+    params.write_bytes(b"\xff\xfeseed: 7\n")
+    with pytest.raises(ConfigError, match=r"params\.yaml: not UTF-8 text"):
         load_settings(params)
 
 
@@ -144,3 +168,27 @@ def test_a_setting_that_would_fail_late_is_named_on_load(
 def test_the_forms_duckdb_and_mlflow_take_are_accepted(key: str, value: str) -> None:
     section, name = key.split(".")
     assert getattr(getattr(settings_from_dict({section: {name: value}}), section), name) == value
+
+
+@pytest.mark.parametrize(
+    "tiers, problem",
+    [
+        ([], "the last tier must have max_latency_ms: null"),
+        ([{"max_latency_ms": 2, "gbps": 10}], "the last tier must have max_latency_ms: null"),
+        (
+            [{"max_latency_ms": None, "gbps": 0.3}, {"max_latency_ms": None, "gbps": 1}],
+            "only the last tier",
+        ),
+        (
+            [
+                {"max_latency_ms": 20, "gbps": 2},
+                {"max_latency_ms": 2, "gbps": 10},
+                {"max_latency_ms": None, "gbps": 0.3},
+            ],
+            "must rise from tier to tier",
+        ),
+    ],
+)
+def test_bandwidth_tiers_must_cover_every_latency_in_order(tiers: list, problem: str) -> None:
+    with pytest.raises(ConfigError, match=rf"graph\.bandwidth_tiers: .*{problem}"):
+        settings_from_dict({"graph": {"bandwidth_tiers": tiers}})
