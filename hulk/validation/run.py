@@ -86,7 +86,20 @@ def run_validation(
     quarantine = None
     counts: dict[str, object] = {"machines": len(inventory)}
     window = None
-    if logs_dir.exists():
+    # Every probe is checked against the inventory: against a broken one the logs' findings
+    # would mislead, and a night's partitions take minutes. They wait for a good inventory.
+    logs_validated = logs_dir.exists() and not any(f.severity == "error" for f in findings)
+    if logs_dir.exists() and not logs_validated:
+        findings.append(
+            Finding(
+                "warning",
+                "logs.not_validated",
+                str(logs_dir),
+                f"the logs were not validated: {inventory_path.name} has errors, and every "
+                "probe is checked against it. Fix it and validate again",
+            )
+        )
+    if logs_validated:
         checked = validate_logs(
             logs_dir,
             inventory,
@@ -129,7 +142,7 @@ def run_validation(
         quarantine_path = data_dir / schemas.QUARANTINE_FILE
         fileio.write_parquet(quarantine_path, quarantine)
 
-    suites = _suites(session, findings, logs_dir.exists(), links_path.exists())
+    suites = _suites(session, findings, logs_validated, links_path.exists())
     report_path = out_dir / REPORT_FILE
     counts.update(errors=severities["error"], warnings=severities["warning"])
     report = {

@@ -91,3 +91,34 @@ def test_an_unreadable_record_means_validate_again(generated: Path, params: Path
     assert validated_quarantine(logs, inventory, generated) is None
     result = invoke("--params", params, "ingest")
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.slow
+def test_a_broken_inventory_is_reported_before_the_logs_and_keeps_their_cache(
+    generated: Path, params: Path
+) -> None:
+    assert invoke("--params", params, "validate").exit_code == 0
+    days = generated / schemas.VALIDATION_DIR / "days"
+    cached = {path.name: path.read_bytes() for path in days.iterdir()}
+    assert cached
+    path = generated / schemas.INVENTORY_FILE
+    good = path.read_bytes()
+    inventory = pd.read_csv(path)
+    pd.concat([inventory, inventory.head(1)]).to_csv(path, index=False)  # a duplicated id
+
+    result = invoke("--params", params, "validate")
+
+    assert result.exit_code == 2 and "[inventory.unique_node_id]" in result.output
+    assert "logs." not in result.output
+    report = json.loads((generated / schemas.VALIDATION_DIR / "report.json").read_text())
+    assert report["suites"]["logs"]["validated"] is False
+    assert [f["rule"] for f in report["findings"] if f["rule"].startswith("logs.")] == [
+        "logs.not_validated"
+    ]
+    # The logs were never read against it: the last good run's validated days stand.
+    assert {path.name: path.read_bytes() for path in days.iterdir()} == cached
+    path.write_bytes(good)
+    result = invoke("--params", params, "validate")
+    assert result.exit_code == 0, result.output
+    report = json.loads((generated / schemas.VALIDATION_DIR / "report.json").read_text())
+    assert report["counts"]["log_batches_cached"] == report["counts"]["log_batches"] > 0
