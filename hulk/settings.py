@@ -7,6 +7,7 @@ Every tunable number lives in params.yaml. An unknown key or a value of the wron
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
@@ -191,10 +192,10 @@ class GraphSettings(Section):
         # last tier (no bound) must take every longer link, or some would get no bandwidth.
         if not tiers or tiers[-1].max_latency_ms is not None:
             raise ValueError("the last tier must have max_latency_ms: null (every longer link)")
-        bounds = [tier.max_latency_ms for tier in tiers[:-1]]
-        if None in bounds:
+        if any(tier.max_latency_ms is None for tier in tiers[:-1]):
             raise ValueError("only the last tier may have max_latency_ms: null")
-        if any(a >= b for a, b in zip(bounds, bounds[1:], strict=False)):  # type: ignore[operator]
+        bounds = [float(tier.max_latency_ms or 0) for tier in tiers[:-1]]
+        if any(a >= b for a, b in itertools.pairwise(bounds)):
             raise ValueError(f"max_latency_ms must rise from tier to tier (got {bounds})")
         return tiers
 
