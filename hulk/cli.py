@@ -1059,7 +1059,8 @@ def jobs_progress(
     when = f"{finish:%Y-%m-%d %H:%M}Z" if finish else "unknown (no length)"
     if finish is None and state.job.iterations is not None:
         when = "past year 9999"
-    out.print(f"[green]✓[/green] {escape(name)}: {done:,.0f} iterations done; finish {when}")
+    shown = f"{int(done):,}" if float(done).is_integer() else f"{done:,}"  # as stored
+    out.print(f"[green]✓[/green] {escape(name)}: {shown} iterations done; finish {when}")
 
 
 @jobs_app.command("history")

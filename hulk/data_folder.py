@@ -142,7 +142,19 @@ def load_frames(data_dir: Path, settings: Settings) -> tuple[pd.DataFrame, pd.Da
     inventory_file = data_dir / schemas.INVENTORY_FILE
     inventory = read_inventory(inventory_file)
     require_valid_inventory(inventory, inventory_file, settings.validation)
-    return inventory, pd.read_parquet(links_file)
+    links = pd.read_parquet(links_file)
+    ids = inventory["node_id"].to_numpy()
+    unknown = links.loc[~(links["src"].isin(ids) & links["dst"].isin(ids)), ["src", "dst"]]
+    if len(unknown):
+        raise InputError(
+            links_file,
+            "links.unknown_machine",
+            f"{len(unknown)} link(s) name machines that are not in {inventory_file.name}: the "
+            "link table was computed for another inventory. Run `hulk ingest` (or `hulk "
+            "import-hulk`) again",
+            unknown.head(5).to_dict("records"),
+        )
+    return inventory, links
 
 
 def load_fleet(data_dir: Path, settings: Settings) -> tuple[Fleet, pd.DataFrame, pd.DataFrame]:

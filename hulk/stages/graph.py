@@ -8,8 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from hulk import fileio, schemas
 from hulk.errors import InputError
 from hulk.settings import Settings
@@ -36,17 +34,13 @@ class GraphSummary(Summary):
 
 def run(data_dir: Path, settings: Settings) -> StepResult[GraphSummary]:
     """Write DATA/graph/ from the inventory and the link table; its record as the summary."""
+    from hulk.data_folder import load_frames
     from hulk.graph import build_fleet_graph, features_sha256, save_fleet_graph, snapshot_id
     from hulk.stages.assign_caches import warm_assign_caches
-    from hulk.validation import read_inventory, require_valid_inventory
 
     inventory_file = data_dir / schemas.INVENTORY_FILE
     links_file = data_dir / schemas.LINKS_FILE
-    if not links_file.exists():
-        raise InputError(links_file, "links.exists", "no link table: run `hulk ingest` first")
-    inventory = read_inventory(inventory_file)
-    require_valid_inventory(inventory, inventory_file, settings.validation)
-    links = pd.read_parquet(links_file)
+    inventory, links = load_frames(data_dir, settings)
     try:
         fleet = build_fleet_graph(
             inventory,

@@ -502,3 +502,16 @@ def test_the_cost_plot_draws_iterations_of_any_length(tmp_path: Path) -> None:
     )
     path = plot_costs(Evaluation([job], "teacher", "concurrent", 2.0), tmp_path / "costs.png")
     assert path.read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_link_table_of_another_inventory_is_named(
+    tiny: Path, jobs_file: Path, params: Path
+) -> None:
+    inventory = tiny / "machines.csv"
+    frame = pd.read_csv(inventory)
+    frame.iloc[1:].to_csv(inventory, index=False)  # a machine gone since the last ingest
+    for command in (("assign", "--jobs", jobs_file, "--strategy", "A"), ("graph",)):
+        result = invoke("--params", params, *command, "--data", tiny)
+        assert result.exit_code == 2, result.output
+        text = " ".join(result.output.split())
+        assert "links.parquet: [links.unknown_machine]" in text and "hulk ingest" in text

@@ -421,3 +421,13 @@ def test_reading_a_folder_without_a_job_store_creates_nothing(tmp_path: Path) ->
     assert code == 0, output
     assert jobs_db(folder).is_file()
     assert jobs_command(folder, "cancel", "a")[0] == 0
+
+
+@pytest.mark.parametrize(("done", "shown"), [("1.5", "1.5"), ("2", "2"), ("999.25", "999.25")])
+def test_progress_says_what_it_stored(data: Path, done: str, shown: str) -> None:
+    code, output = jobs_command(data, "progress", "run", done)
+    assert code == 0, output
+    assert f"run: {shown} iterations done" in output
+    with JobStore(jobs_db(data)) as store:
+        stored = store.get("run")
+    assert stored is not None and stored.done_iterations == float(done)
