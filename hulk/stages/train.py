@@ -13,7 +13,9 @@
    it: ``gate/score`` is the mean of the two parts' plan-cost ratios (GNN makespan / teacher
    makespan, lower is better), so the fleet's own samples weigh as much as the synthetic ones.
 4. **Register** the challenger in MLflow and **promote** it if its ``gate/score`` is not worse
-   than the champion's on the same set (`hulk.registry.promote_if_better`).
+   than the champion's on the same set (`hulk.registry.promote_if_better`). With no champion
+   yet the prior is the bar: when the fine-tune scores worse, the prior is registered first
+   (a run named ``prior``) and becomes the champion, and the fine-tune is refused against it.
 """
 
 from __future__ import annotations
@@ -265,6 +267,27 @@ def finetune(
         artifacts.update(
             current_fleet_plots(result.model, current, list(upcoming[0].jobs), settings, seed)
         )
+
+    def figures(values: dict[str, float]) -> dict[str, float]:
+        return {key: values[key] for key in gate_keys if key in values}
+
+    if reference_name == "prior" and _worse(metrics, reference_metrics):
+        # No champion yet: the prior is the bar, as the champion is on later nights. A
+        # fine-tune that scores worse does not serve; the prior does, as a version of its own
+        # (registered first: the fine-tune stays tonight's challenger).
+        kept = log_training_run(
+            settings,
+            params={"model": prior_config, "seed": seed, "start": "prior", "eval_set": eval_set},
+            history=[],
+            metrics=reference_metrics,
+            state_dict=prior_state,
+            config=prior_config,
+            tags={"hulk.eval_set": eval_set, "hulk.start": "prior"},
+            run_name="prior",
+        )
+        record_evaluation(settings, kept.version, eval_set, figures(reference_metrics))
+        promoted = promote_if_better(settings, kept, eval_set, metric=GATE_METRIC)
+        describe_run(settings, kept.run_id, prior_description(reference_metrics, metrics, promoted))
     counts = {role: sum(s.role == role for s in labelled) for role in ("train", "val", "eval")}
     registered = log_training_run(
         settings,
@@ -291,9 +314,6 @@ def finetune(
         datasets=_training_data(settings, corpus.manifest["sha256"], labelled),
     )
 
-    def figures(values: dict[str, float]) -> dict[str, float]:
-        return {key: values[key] for key in gate_keys if key in values}
-
     record_evaluation(settings, registered.version, eval_set, figures(metrics))
     if reference_name == "champion":
         record_evaluation(settings, info.version, eval_set, figures(reference_metrics))
@@ -316,6 +336,24 @@ def finetune(
             samples=counts,
             metrics={k: round(v, 4) for k, v in metrics.items()},
         ),
+    )
+
+
+def _worse(metrics: dict[str, float], reference: dict[str, float]) -> bool:
+    """Whether the challenger's gate figure is worse than a finite one of the reference's."""
+    ours, theirs = metrics.get(GATE_METRIC, math.nan), reference.get(GATE_METRIC, math.nan)
+    return math.isfinite(theirs) and not (math.isfinite(ours) and ours <= theirs)
+
+
+def prior_description(prior: dict[str, float], finetune: dict[str, float], decision: Any) -> str:
+    """The description of the prior's own run, registered when it beat the first fine-tune."""
+    verdict = "promoted to champion" if decision.promoted else "not promoted"
+    return (
+        f"The prior (trained on the generated corpus), registered on the first night because "
+        f"tonight's fine-tune scored worse on the evaluation set: **{GATE_METRIC} "
+        f"{prior.get(GATE_METRIC, math.nan):.4g}** against the fine-tune's "
+        f"{finetune.get(GATE_METRIC, math.nan):.4g} (lower is better): {verdict} "
+        f"({decision.reason}). Later nights fine-tune from it."
     )
 
 

@@ -81,3 +81,48 @@ def test_train_registers_a_champion_that_assign_then_uses(tmp_path: Path) -> Non
     assert result.exit_code == 2
     assert "no champion model yet" in result.output
     assert json.loads(latest.read_text())["strategy"] == "gnn"  # the last good file stands
+
+
+def test_a_first_fine_tune_worse_than_the_prior_leaves_the_prior_serving(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No champion yet: the prior is the bar. A fine-tune scoring worse on the gate (made so
+    here: its evaluation is the first of the night, and its score is raised) is registered as
+    the challenger, and the prior is registered before it, as the champion."""
+    from mlflow import MlflowClient
+
+    from hulk.stages import train as train_stage
+
+    real = train_stage.run_metrics
+    calls: list[int] = []
+
+    def worse_first(*args, **kwargs):
+        metrics = real(*args, **kwargs)
+        calls.append(1)
+        if len(calls) == 1:  # the fine-tune's figures, before the prior's
+            metrics[train_stage.GATE_METRIC] += 0.5
+        return metrics
+
+    monkeypatch.setattr(train_stage, "run_metrics", worse_first)
+    params = tmp_path / "params.yaml"
+    tiny = tiny_params(tmp_path, corpus={"max_machines": 40, "max_evaluations": 300, "workers": 1})
+    tiny["train"] = {"epochs": 3}
+    tiny["teacher"] = {"max_evaluations": 40, "time_budget_s": 20.0, "random_starts": 0}
+    del tiny["assign"]["placements_dir"], tiny["flows"]
+    params.write_text(yaml.safe_dump(tiny))
+    for stage in ("generate", "validate", "ingest", "graph"):
+        assert invoke("--params", params, "stage", stage).exit_code == 0
+
+    result = invoke("--params", params, "train")
+
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "version: 2" in text and "promoted: False" in text
+    assert "worse than champion version 1's" in text
+    client = MlflowClient(tracking_uri(load_settings(params)))
+    champion = client.get_model_version_by_alias("hulk-gnn", "champion")
+    challenger = client.get_model_version_by_alias("hulk-gnn", "challenger")
+    assert (str(champion.version), str(challenger.version)) == ("1", "2")
+    run = client.get_run(champion.run_id)
+    assert run.info.run_name == "prior" and run.data.tags["hulk.start"] == "prior"
+    assert "tonight's fine-tune scored worse" in run.data.tags["mlflow.note.content"]
