@@ -232,22 +232,24 @@ def _history_metrics(
     return rows
 
 
-def _seconds(row: Mapping[str, object]) -> float:
+def _seconds(row: Mapping[str, object], key: str = "seconds") -> float:
     """An epoch's wall time from its history row (0 when it has none)."""
-    value = row.get("seconds")
+    value = row.get(key)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return 0.0
     return max(float(value), 0.0)
 
 
-def _epoch_end_ms(history: Sequence[Mapping[str, object]], logged_at: int) -> list[int]:
+def _epoch_end_ms(
+    history: Sequence[Mapping[str, object]], logged_at: int, key: str = "seconds"
+) -> list[int]:
     """When each epoch ended (ms since the epoch of Unix time), for a run logged at
     `logged_at` right after training: back from there by the rows' "seconds" (each epoch's
     wall time), so the UI's time axis and the run's duration show the training as it went.
     Rows without "seconds" count as instantaneous."""
     ends, elapsed = [], 0.0
     for row in history:
-        elapsed += _seconds(row)
+        elapsed += _seconds(row, key)
         ends.append(elapsed)
     total = elapsed
     return [logged_at - round((total - end) * 1000) for end in ends]
@@ -299,6 +301,7 @@ def log_training_run(
     tags: Mapping[str, object] | None = None,
     run_name: str | None = None,
     datasets: Sequence[TrainingData] = (),
+    seconds_key: str = "seconds",
 ) -> RegisteredVersion:
     """Log one training run, register its model as a new version and make it the challenger.
 
@@ -319,6 +322,8 @@ def log_training_run(
         run_name: The run's name in the UI (MLflow makes one up when None).
         datasets: What the model was trained on, logged as the run's dataset inputs (the
             UI's "Datasets" column): a name, where it lives and its content hash.
+        seconds_key: The history's column of each epoch's wall time, which dates the epochs'
+            metrics and the run's start (rows without it count as instantaneous).
 
     Returns:
         The new version number and the run id. Everything is checked before the run is
@@ -351,8 +356,8 @@ def log_training_run(
     with tracking(settings) as track:
         client = track.client
         now = int(time.time() * 1000)
-        ends = _epoch_end_ms(history, now)
-        started = ends[0] - round(_seconds(history[0]) * 1000) if history else now
+        ends = _epoch_end_ms(history, now, seconds_key)
+        started = ends[0] - round(_seconds(history[0], seconds_key) * 1000) if history else now
         run = client.create_run(
             track.experiment_id, start_time=started, tags=tag_values, run_name=run_name
         )

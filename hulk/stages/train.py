@@ -312,6 +312,7 @@ def finetune(
         tags={"hulk.eval_set": eval_set, "hulk.start": start_name},
         run_name=f"finetune-seed{seed}",
         datasets=_training_data(settings, corpus.manifest["sha256"], labelled),
+        seconds_key=EPOCH_NAMES["seconds"],
     )
 
     record_evaluation(settings, registered.version, eval_set, figures(metrics))

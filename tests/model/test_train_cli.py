@@ -59,6 +59,13 @@ def test_train_registers_a_champion_that_assign_then_uses(tmp_path: Path) -> Non
     version = client.get_model_version_by_alias("hulk-gnn", "champion")
     logged = {Path(a.path).name for a in client.list_artifacts(version.run_id, "plots")}
     assert logged == {"learning_curves.png", "fleet_map.png", "cost_bars.png"}
+    # The epochs' metrics are dated by their wall times: the run's time axis and duration are
+    # the training's, not the moment it was logged.
+    run = client.get_run(version.run_id)
+    seconds = client.get_metric_history(version.run_id, "train/epoch_seconds")
+    total_ms = round(sum(m.value for m in seconds) * 1000)
+    last = max(m.timestamp for m in client.get_metric_history(version.run_id, "train/loss"))
+    assert total_ms > 10 and abs(last - run.info.start_time - total_ms) <= 2
 
     result = invoke("--params", params, "assign", "--data", data, "--out", data / "placements")
     assert result.exit_code == 0, result.output
