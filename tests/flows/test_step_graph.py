@@ -102,3 +102,8 @@ def test_the_served_deployments_get_their_scheduled_runs(prefect_server: str) ->
                 },
             ).json()
             assert runs and all(run["state_type"] == "SCHEDULED" for run in runs), deployment.name
+        # What `prefect deployment ls` and `prefect flow-run ls` ask: Prefect's client sends
+        # no limit (null), which the server refused (422) with FastAPI 0.151 and later.
+        listed = {deployment.name for deployment in client.read_deployments()}
+        assert listed >= {d.name for d in deployments(REPO / "prefect.yaml")}
+        assert client.read_flow_runs()
