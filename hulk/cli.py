@@ -640,7 +640,8 @@ def _queue_lines(queue: QueueBlock) -> None:
     out.print(
         f"queue: {actions}; mean completion "
         + (f"{mean / 3600:.1f} h" if mean is not None else "- (no job has a finish yet)")
-        + f"; all done by {queue.ends_at or '-'}"
+        # The last estimated finish: jobs without a length, or that never start, have none.
+        + f"; last finish {queue.ends_at or '-'}"
         + (f"; [red]{missed} deadline(s) missed[/red]" if missed else "")
     )
     changed: dict[str, Sequence[str | int]] = {

@@ -651,7 +651,7 @@ def _queue_markdown(queue: Any) -> list[str]:
     mean = queue.get("mean_completion_s")
     mean_text = "-" if mean is None else f"{mean / 3600:.1f} h"
     return [
-        f"- queue: mean completion {mean_text}, all done by {queue.get('ends_at') or '-'}, "
+        f"- queue: mean completion {mean_text}, last finish {queue.get('ends_at') or '-'}, "
         f"{queue.get('missed_deadlines', 0)} missed deadline(s)"
     ]
 
