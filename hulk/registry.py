@@ -412,10 +412,13 @@ def log_training_run(
     return RegisteredVersion(int(version.version), run_id)
 
 
-def describe_run(settings: Settings, run_id: str, text: str) -> None:
-    """Set a run's description (markdown; the top of its page in the MLflow UI)."""
+def describe_run(settings: Settings, run_id: str, text: str, name: str | None = None) -> None:
+    """Set a run's description (markdown; the top of its page in the MLflow UI) and, when
+    given, its name (the runs list shows names, not the versions the runs registered)."""
     with tracking(settings) as track:
         track.client.set_tag(run_id, "mlflow.note.content", text)
+        if name is not None:
+            track.client.update_run(run_id, name=name)
 
 
 # --------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@
 4. **Register** the challenger in MLflow and **promote** it if its ``gate/score`` is not worse
    than the champion's on the same set (`hulk.registry.promote_if_better`). With no champion
    yet the prior is the bar: when the fine-tune scores worse, the prior is registered first
-   (a run named ``prior``) and becomes the champion, and the fine-tune is refused against it.
+   (a run named ``v1 prior``) and becomes the champion, and the fine-tune is refused against it.
 """
 
 from __future__ import annotations
@@ -287,7 +287,12 @@ def finetune(
         )
         record_evaluation(settings, kept.version, eval_set, figures(reference_metrics))
         promoted = promote_if_better(settings, kept, eval_set, metric=GATE_METRIC)
-        describe_run(settings, kept.run_id, prior_description(reference_metrics, metrics, promoted))
+        describe_run(
+            settings,
+            kept.run_id,
+            prior_description(reference_metrics, metrics, promoted),
+            name=f"v{kept.version} prior",
+        )
     counts = {role: sum(s.role == role for s in labelled) for role in ("train", "val", "eval")}
     registered = log_training_run(
         settings,
@@ -319,7 +324,12 @@ def finetune(
     if reference_name == "champion":
         record_evaluation(settings, info.version, eval_set, figures(reference_metrics))
     decision = promote_if_better(settings, registered, eval_set, metric=GATE_METRIC)
-    describe_run(settings, registered.run_id, run_description(metrics, reference_name, decision))
+    describe_run(
+        settings,
+        registered.run_id,
+        run_description(metrics, reference_name, decision),
+        name=f"v{registered.version} fine-tune from {start_name}",
+    )
     return StepResult(
         outputs={
             "prior": prior_path(settings),
