@@ -888,9 +888,10 @@ def replan(
     if summary.kept_latest:
         out.print(
             f"latest.json kept: {summary.kept_latest} job(s) run on the scheduler's placements, "
-            "and this re-plan changes none of them: an assign run moves the jobs of a machine "
-            "once it is drained (status `drained` in machines.csv) or has stopped reporting "
-            f"in the logs. The re-plan, as a what-if, is in {result.outputs['placements']}"
+            "and this what-if moves none of them for real: an assign run moves the jobs of a "
+            "machine once it is drained (status `drained` in machines.csv) or has stopped "
+            "reporting in the logs, and decides when waiting jobs start (here they are placed "
+            f"on what is free). The what-if is in {result.outputs['placements']}"
         )
     report(result, "re-planned", started, _brief(result))
 
