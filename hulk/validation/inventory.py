@@ -17,6 +17,7 @@ GX start-up).
 
 from __future__ import annotations
 
+import csv
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -42,6 +43,14 @@ TEXT_COLUMNS = [c for c, t in schemas.INVENTORY.items() if t == "string"]
 REQUIRED = ["compute_capability", "gpu_count", "memory_gb", "status"]
 
 
+def _repeated_header_names(path: Path) -> list[str]:
+    """Header names given more than once (pandas would rename the second "status.1")."""
+    with path.open(encoding="utf-8", newline="") as file:
+        header = next(csv.reader(file), [])
+    names = [name.strip().lstrip("\ufeff") for name in header]
+    return sorted({name for name in names if names.count(name) > 1})
+
+
 def read_inventory(path: str | Path) -> pd.DataFrame:
     """Read machines.csv into schemas.INVENTORY; an InputError names the file, column and line.
 
@@ -59,6 +68,14 @@ def read_inventory(path: str | Path) -> pd.DataFrame:
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise InputError(path, "inventory.readable", f"cannot parse the CSV file: {exc}") from None
     raw.columns = [str(c).strip() for c in raw.columns]
+    repeated = _repeated_header_names(path)
+    if repeated:
+        raise InputError(
+            path,
+            "inventory.schema",
+            f"line 1: column(s) {', '.join(repr(c) for c in repeated)} given more than once "
+            "(which is meant?)",
+        )
     missing = [c for c in schemas.INVENTORY if c not in raw.columns]
     if missing:
         raise InputError(

@@ -126,6 +126,18 @@ def test_city_names_on_the_command_line(generated: Path, params: Path) -> None:
     )
 
 
+def test_a_column_given_twice_in_the_header_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / schemas.INVENTORY_FILE
+    fileio.write_csv(path, make_inventory().assign(extra="x"))
+    text = path.read_text().splitlines()
+    text[0] = text[0].replace("extra", "status")  # pandas would keep both, as status.1
+    path.write_text("\ufeff" + "\n".join(text) + "\n")
+    with pytest.raises(InputError) as caught:
+        read_inventory(path)
+    assert caught.value.rule == "inventory.schema"
+    assert "line 1: column(s) 'status' given more than once" in caught.value.detail
+
+
 # --- not UTF-8 --------------------------------------------------------------------------------
 
 
