@@ -629,8 +629,10 @@ def _reasons(rows: Sequence[JobRow]) -> None:
 
 
 def _brief(result: StepResult[Any]) -> dict[str, Any]:
-    """The summary's one-line values (tables are printed separately)."""
-    return {k: v for k, v in result.summary.to_dict().items() if not isinstance(v, list | dict)}
+    """The summary's one-line values (tables are printed separately; a value the run has not,
+    as the queue of a System A run, is left out rather than printed as None)."""
+    values = result.summary.to_dict().items()
+    return {k: v for k, v in values if v is not None and not isinstance(v, list | dict)}
 
 
 def _queue_lines(queue: QueueBlock) -> None:
