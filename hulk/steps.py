@@ -657,6 +657,13 @@ def _queue_markdown(queue: Any) -> list[str]:
     ]
 
 
+def _seconds_text(value: float | None) -> str:
+    """A table's seconds: 193,400 rather than 193,400.0 (the values have 4 significant digits)."""
+    if value is None:
+        return "-"
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:,}"
+
+
 def placements_markdown(doc: dict[str, Any]) -> str:
     """A markdown report of a placements document: header, per-job table, makespan."""
     model = doc.get("model") or {}
@@ -685,7 +692,7 @@ def placements_markdown(doc: dict[str, Any]) -> str:
             row.status,
             str(row.machines),
             f"{row.replicas} × {row.stages}",
-            *("-" if value is None else f"{value:,}" for value in seconds),
+            *(_seconds_text(value) for value in seconds),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     times = [

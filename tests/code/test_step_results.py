@@ -149,3 +149,14 @@ def test_a_remembered_plan_round_trips_through_the_stores_record() -> None:
     remembered = RememberedPlan.from_record(record)
     assert remembered.to_record() == record
     assert json.dumps(remembered.to_record()) == json.dumps(record)  # same key order
+
+
+def test_the_markdown_report_writes_whole_seconds_without_a_decimal() -> None:
+    from hulk.steps import _seconds_text
+
+    assert [_seconds_text(v) for v in (193400.0, 6874000.0, 2.268, None)] == [
+        "193,400",
+        "6,874,000",
+        "2.268",
+        "-",
+    ]
