@@ -1024,7 +1024,7 @@ def jobs_submit(
 
     jobs = load_jobs(jobs_file)
     with _store(ctx, data, create=True) as store:
-        names = store.submit(jobs, _now())
+        names = store.submit(jobs, _now(), file=jobs_file)
     out.print(f"[green]✓[/green] submitted {', '.join(names)}")
 
 

@@ -617,17 +617,24 @@ class JobStore:
                 (keep,),
             )
 
-    def submit(self, jobs: Sequence[Job], now: dt.datetime, source: str = FROM_CLI) -> list[str]:
-        """Submit new jobs (`InputError` naming any name the store already holds); returns
-        their names. A job's ``submitted_at`` defaults to `now`."""
+    def submit(
+        self,
+        jobs: Sequence[Job],
+        now: dt.datetime,
+        source: str = FROM_CLI,
+        file: Path | None = None,
+    ) -> list[str]:
+        """Submit new jobs (`InputError` naming `file`, the jobs file they came from, and any
+        name the store already holds); returns their names. A job's ``submitted_at`` defaults
+        to `now`."""
         known = self._states([job.name for job in jobs])
         taken = [job.name for job in jobs if job.name in known]
         if taken:
             states = ", ".join(f"{n} ({known[n]})" for n in taken)
             raise InputError(
-                self.path,
+                file or self.path,
                 "jobs.name_taken",
-                f"job name(s) already in the store: {states}; use a new name",
+                f"job name(s) already in the store {self.path}: {states}; use a new name",
             )
         with self.transaction():
             for job in jobs:

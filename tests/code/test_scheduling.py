@@ -328,7 +328,7 @@ def test_jobs_commands(tiny: Path, tmp_path: Path) -> None:
     ok = runner.invoke(app, ["jobs", "submit", str(jobs), "--data", str(tiny)])
     assert ok.exit_code == 0, ok.output
     again = runner.invoke(app, ["jobs", "submit", str(jobs), "--data", str(tiny)])
-    assert again.exit_code == 2 and "jobs.name_taken" in again.output
+    assert again.exit_code == 2 and f"{jobs}: [jobs.name_taken]" in again.output
     listed = runner.invoke(app, ["jobs", "list", "--data", str(tiny), "--json"])
     record = json.loads(listed.output)
     assert record["job"] == "extra" and record["state"] == "submitted"
