@@ -623,6 +623,7 @@ def record(store: JobStore, found: Schedule, fleet: Fleet, now: dt.datetime) -> 
 
     states = {s.job.name: s for s in store.jobs([SUBMITTED, QUEUED, RUNNING])}
     decided = {d.job.name for d in found.decisions}
+    pool = {int(n) for n in fleet.node_ids[fleet.active]}  # the machines this run may use
     with store.transaction():
         # The scheduler decides for every job; one it left out keeps no earlier run's estimate.
         for name, left_out in states.items():
@@ -662,10 +663,18 @@ def record(store: JobStore, found: Schedule, fleet: Fleet, now: dt.datetime) -> 
                     moves=have.moves + (d.action != START),
                 )
                 nodes = [fleet.node_id(i) for i in d.nodes]
+                detail = f"on {nodes}"
+                if d.action == RESTART:
+                    gone = sorted(set(have.nodes) - pool) if have.state == RUNNING else []
+                    why = (
+                        f"machine(s) {gone} of its run left the pool (failed, drained or silent)"
+                        if gone
+                        else "stopped earlier"
+                    )
+                    detail += f": {why}; resumes from its checkpoint at iteration "
+                    detail += f"{new.done_iterations:,.0f}"
                 store.put(
-                    new,
-                    {START: "started", RESTART: "restarted", MOVE: "moved"}[d.action],
-                    f"on {nodes}",
+                    new, {START: "started", RESTART: "restarted", MOVE: "moved"}[d.action], detail
                 )
                 continue
             reason = d.reason if d.action != NEVER else f"infeasible: {d.reason}"

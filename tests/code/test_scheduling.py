@@ -160,6 +160,10 @@ def test_a_machine_that_stopped_reporting_moves_only_its_job(
     assert silent not in second["gpt"]["nodes"] + second["gpt"]["planned_nodes"]
     assert [w.rule for w in result.warnings] == ["assign.drained_not_reporting"]
     assert str(silent) in result.warnings[0].message
+    if second["gpt"]["action"] == "restart":  # the job's history says why it moved
+        with JobStore(jobs_db(tiny)) as store:
+            detail = store.events("gpt")[-1]["detail"]
+        assert f"machine(s) [{silent}] of its run left the pool" in detail
     assert result.summary.queue is not None and result.summary.queue.drained == [silent]
 
 
@@ -176,6 +180,13 @@ def test_a_run_at_the_same_clock_with_nothing_changed_gives_the_same_estimates(
     moved, again = assign(tiny, settings, jobs, later), assign(tiny, settings, jobs, later)
     assert by_job(moved)["gpt"]["action"] == "restart"
     assert by_job(moved)["gpt"]["overhead_s"] > settings.scheduler.restart_overhead_s
+    with JobStore(jobs_db(tiny)) as store:  # its history says why it moved
+        restarted = [e for e in store.events("gpt") if e["event"] == "restarted"]
+    assert len(restarted) == 1
+    assert (
+        f"machine(s) [{first['gpt']['nodes'][0]}] of its run left the pool"
+        in (restarted[0]["detail"])
+    )
     assert by_job(again)["gpt"]["action"] == "keep"
     for name in ("gpt", "bert"):
         for key in ("overhead_s", "finish_at", "done_iterations"):
