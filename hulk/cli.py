@@ -13,6 +13,7 @@ import functools
 import inspect
 import math
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -392,8 +393,7 @@ def _run_nightly(ctx: typer.Context, data: Path, total: float) -> None:
     assert isinstance(done, dict)  # a run refused its lock raises it (flows.nightly.refused)
     out.print(f"[green]✓[/green] nightly flow ({time.perf_counter() - started:.1f} s)")
     for name, summary in done.items():
-        text = ", ".join(f"{k}: {v}" for k, v in summary.items() if k != "outputs")
-        out.print(f"    {name}: {escape(text)}")
+        out.print(f"    {name}: {escape(_summary_line(summary))}")
     latest = settings.assign.placements_dir / LATEST
     api = os.environ.get("PREFECT_API_URL")
     out.print(f"\nDone in {time.perf_counter() - total:.0f} s. Where to look:")
@@ -633,6 +633,26 @@ def _brief(result: StepResult[Any]) -> dict[str, Any]:
     as the queue of a System A run, is left out rather than printed as None)."""
     values = result.summary.to_dict().items()
     return {k: v for k, v in values if v is not None and not isinstance(v, list | dict)}
+
+
+def _summary_line(summary: dict[str, Any]) -> str:
+    """A step's summary in one readable line: the gate's figures of training's metrics (all
+    of them: data/metrics/details/, MLflow), hashes cut to 12 characters, 4 significant
+    digits."""
+
+    def shown(value: object) -> str:
+        if isinstance(value, float):
+            return f"{value:.4g}"
+        if isinstance(value, str) and re.fullmatch(r"[0-9a-f]{32,}", value):
+            return value[:12]
+        return str(value)
+
+    kept = {
+        key: value
+        for key, value in summary.items()
+        if key != "outputs" and ("/" not in key or key.startswith("gate/"))
+    }
+    return ", ".join(f"{key}: {shown(value)}" for key, value in kept.items())
 
 
 def _queue_lines(queue: QueueBlock) -> None:

@@ -400,3 +400,19 @@ def test_validate_refuses_a_capability_without_a_peak_figure(generated: Path, pa
     assert result.exit_code == 2, result.output
     assert "machines.csv" in result.output and "[hardware.peak_tflops]" in result.output
     assert not (generated / "validation").exists()  # refused before anything is written
+
+
+def test_a_steps_summary_line_keeps_the_gate_and_shortens_hashes_and_figures() -> None:
+    from hulk.cli import _summary_line
+
+    line = _summary_line(
+        {
+            "version": 2,
+            "snapshot": "f650c34f102298ddc45e7ab38e0edba057ddb775818202371ac2a43bca75597b",
+            "gate/score": 1.00241234,
+            "test/node_accuracy": 0.8033,
+            "makespan_s": 14.97036121002875,
+            "outputs": {"x": "y"},
+        }
+    )
+    assert line == "version: 2, snapshot: f650c34f1022, gate/score: 1.002, makespan_s: 14.97"
