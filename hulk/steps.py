@@ -188,7 +188,7 @@ def _evaluate_metrics(
     """Makespan, and per job the plan's iteration time and its speed-up over the best of A/B/C;
     also writes the plot data (job, system, iteration_s). None (the metrics stay as they were)
     for a file other than the published latest.json: the metrics are the published plan's."""
-    if not result.summary.published:
+    if not result.summary.is_latest:
         return None
     rows, per_job = [], {}
     for job in result.summary.jobs:

@@ -25,8 +25,9 @@ class EvaluateSummary(Summary):
     schedule: str
     jobs: list[EvaluatedRow]  # `evaluated_rows`
     makespan_s: float | None
-    # Whether the file is the published latest.json, which the step's metrics describe.
-    published: bool = True
+    # Whether the file is the data folder's latest.json, which the step's metrics describe
+    # (not whether the assign flow has published it to MLflow: latest.published.json says so).
+    is_latest: bool = True
 
 
 def run(
@@ -91,7 +92,7 @@ def run(
             schedule=evaluation.schedule,
             jobs=evaluated_rows(evaluation),
             makespan_s=evaluation.makespan_s,
-            published=placements_file.resolve() == published_file.resolve(),
+            is_latest=placements_file.resolve() == published_file.resolve(),
         ),
     )
 
