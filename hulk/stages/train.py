@@ -170,10 +170,8 @@ def finetune(
     from hulk.model import model_from_state
     from hulk.registry import (
         champion_exists,
-        describe_run,
         load_model_files,
         log_training_run,
-        promote_if_better,
         record_evaluation,
         require_reachable,
     )
@@ -285,12 +283,12 @@ def finetune(
             tags={"hulk.eval_set": eval_set, "hulk.start": "prior"},
             run_name="prior",
         )
-        record_evaluation(settings, kept.version, eval_set, figures(reference_metrics))
-        promoted = promote_if_better(settings, kept, eval_set, metric=GATE_METRIC)
-        describe_run(
+        decide(
             settings,
-            kept.run_id,
-            prior_description(reference_metrics, metrics, promoted),
+            kept,
+            eval_set,
+            figures(reference_metrics),
+            lambda made: prior_description(reference_metrics, metrics, made),
             name=f"v{kept.version} prior",
         )
     counts = {role: sum(s.role == role for s in labelled) for role in ("train", "val", "eval")}
@@ -320,14 +318,14 @@ def finetune(
         seconds_key=EPOCH_NAMES["seconds"],
     )
 
-    record_evaluation(settings, registered.version, eval_set, figures(metrics))
     if reference_name == "champion":
         record_evaluation(settings, info.version, eval_set, figures(reference_metrics))
-    decision = promote_if_better(settings, registered, eval_set, metric=GATE_METRIC)
-    describe_run(
+    decision = decide(
         settings,
-        registered.run_id,
-        run_description(metrics, reference_name, decision),
+        registered,
+        eval_set,
+        figures(metrics),
+        lambda made: run_description(metrics, reference_name, made),
         name=f"v{registered.version} fine-tune from {start_name}",
     )
     return StepResult(
@@ -348,6 +346,24 @@ def finetune(
             metrics={k: round(v, 4) for k, v in metrics.items()},
         ),
     )
+
+
+def decide(
+    settings: Settings,
+    version: Any,
+    eval_set: str,
+    figures: dict[str, float],
+    description: Callable[[Any], str],
+    name: str,
+) -> Any:
+    """Record a registered version's figures on tonight's set, promote it if it does at least
+    as well as the champion, and describe and name its run by the decision."""
+    from hulk.registry import describe_run, promote_if_better, record_evaluation
+
+    record_evaluation(settings, version.version, eval_set, figures)
+    decision = promote_if_better(settings, version, eval_set, metric=GATE_METRIC)
+    describe_run(settings, version.run_id, description(decision), name=name)
+    return decision
 
 
 def _worse(metrics: dict[str, float], reference: dict[str, float]) -> bool:

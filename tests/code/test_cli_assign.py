@@ -358,31 +358,27 @@ def test_replan_of_a_file_made_on_another_inventory_warns(
     assert "replan.inventory" in result.output and doc["fleet"]["inventory"][:12] in result.output
 
 
-def test_replan_added_node_clashing_with_the_fleet(tiny: Path, tmp_path: Path) -> None:
-    path = _concurrent_file(tiny, tmp_path)
-    nodes = tmp_path / "new_nodes.csv"
-    nodes.write_text("node,City,Capability,Memory\n2,Tokyo,8.0,320\n")
-    edges = tmp_path / "new_edges.txt"
-    edges.write_text("2 3 1.0\n")
-    result = invoke(
-        "replan", "--data", tiny, "--placements", path, "--add-nodes", nodes, "--add-edges", edges
-    )
-    assert result.exit_code == 2
-    assert "new_nodes.csv" in result.output and "replan.duplicate_node" in result.output
-
-
-def test_replan_added_node_without_a_peak_figure(tiny: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("node", "rule"),
+    [
+        ("2,Tokyo,8.0,320", "replan.duplicate_node"),  # a machine of the fleet already
+        ("9,Tokyo,5.0,320", "hardware.peak_tflops"),  # params give no peak TFLOPS for 5.0
+    ],
+)
+def test_replan_refuses_an_added_node_naming_its_file(
+    tiny: Path, tmp_path: Path, node: str, rule: str
+) -> None:
     path = _concurrent_file(tiny, tmp_path)
     before = (path.parent / "latest.json").read_bytes()
     nodes = tmp_path / "new_nodes.csv"
-    nodes.write_text("node,City,Capability,Memory\n9,Tokyo,5.0,320\n")  # no peak TFLOPS
+    nodes.write_text(f"node,City,Capability,Memory\n{node}\n")
     edges = tmp_path / "new_edges.txt"
-    edges.write_text("9 3 1.0\n")
+    edges.write_text(f"{node.split(',')[0]} 3 1.0\n")
     result = invoke(
         "replan", "--data", tiny, "--placements", path, "--add-nodes", nodes, "--add-edges", edges
     )
     assert result.exit_code == 2
-    assert "new_nodes.csv" in result.output and "hardware.peak_tflops" in result.output
+    assert "new_nodes.csv" in result.output and rule in result.output
     assert (path.parent / "latest.json").read_bytes() == before
 
 

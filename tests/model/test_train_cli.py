@@ -28,10 +28,8 @@ def invoke(*args: object):
     return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
 
 
-def test_train_registers_a_champion_that_assign_then_uses(tmp_path: Path) -> None:
-    from mlflow import MlflowClient
-
-    data = tmp_path / "data"
+def tiny_project(tmp_path: Path) -> Path:
+    """params.yaml of a tiny corpus and a short training, its data folder in tmp_path."""
     params = tmp_path / "params.yaml"
     tiny = tiny_params(tmp_path, corpus={"max_machines": 40, "max_evaluations": 300, "workers": 1})
     tiny["train"] = {"epochs": 3}
@@ -39,6 +37,14 @@ def test_train_registers_a_champion_that_assign_then_uses(tmp_path: Path) -> Non
     tiny["teacher"] = {"max_evaluations": 40, "time_budget_s": 20.0, "random_starts": 0}
     del tiny["assign"]["placements_dir"], tiny["flows"]
     params.write_text(yaml.safe_dump(tiny))
+    return params
+
+
+def test_train_registers_a_champion_that_assign_then_uses(tmp_path: Path) -> None:
+    from mlflow import MlflowClient
+
+    data = tmp_path / "data"
+    params = tiny_project(tmp_path)
     # Before any training the default strategy is the teacher.
     for stage in ("generate", "validate", "ingest", "graph", "assign"):
         result = invoke("--params", params, "stage", stage)
@@ -111,12 +117,7 @@ def test_a_first_fine_tune_worse_than_the_prior_leaves_the_prior_serving(
         return metrics
 
     monkeypatch.setattr(train_stage, "run_metrics", worse_first)
-    params = tmp_path / "params.yaml"
-    tiny = tiny_params(tmp_path, corpus={"max_machines": 40, "max_evaluations": 300, "workers": 1})
-    tiny["train"] = {"epochs": 3}
-    tiny["teacher"] = {"max_evaluations": 40, "time_budget_s": 20.0, "random_starts": 0}
-    del tiny["assign"]["placements_dir"], tiny["flows"]
-    params.write_text(yaml.safe_dump(tiny))
+    params = tiny_project(tmp_path)
     for stage in ("generate", "validate", "ingest", "graph"):
         assert invoke("--params", params, "stage", stage).exit_code == 0
 
