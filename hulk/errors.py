@@ -29,7 +29,8 @@ class InputError(HulkError):
     ) -> None:
         self.path = None if path is None else str(path)
         self.rule = rule
-        self.detail = detail
+        # One line: a library's own message (pyarrow's, PyYAML's) may span several.
+        self.detail = " ".join(str(detail).split())
         self.examples = list(examples)
         super().__init__(self.render())
 

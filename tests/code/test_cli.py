@@ -416,3 +416,10 @@ def test_a_steps_summary_line_keeps_the_gate_and_shortens_hashes_and_figures() -
         }
     )
     assert line == "version: 2, snapshot: f650c34f1022, gate/score: 1.002, makespan_s: 14.97"
+
+
+def test_an_input_error_is_one_line_whatever_a_library_said() -> None:
+    from hulk.errors import InputError
+
+    error = InputError("logs/x.parquet", "logs.readable", "Invalid data\nDeserializing  failed.")
+    assert str(error) == "logs/x.parquet: [logs.readable] Invalid data Deserializing failed."
