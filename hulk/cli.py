@@ -637,20 +637,20 @@ def _brief(result: StepResult[Any]) -> dict[str, Any]:
 
 def _summary_line(summary: dict[str, Any]) -> str:
     """A step's summary in one readable line: the gate's figures of training's metrics (all
-    of them: data/metrics/details/, MLflow), hashes cut to 12 characters, 4 significant
-    digits."""
+    of them: data/metrics/details/, MLflow), sha256 hashes cut to 12 characters, 4 significant
+    digits, no nested values (outputs, artifact ids)."""
 
     def shown(value: object) -> str:
         if isinstance(value, float):
             return f"{value:.4g}"
-        if isinstance(value, str) and re.fullmatch(r"[0-9a-f]{32,}", value):
+        if isinstance(value, str) and re.fullmatch(r"[0-9a-f]{64}", value):  # sha256
             return value[:12]
         return str(value)
 
     kept = {
         key: value
         for key, value in summary.items()
-        if key != "outputs" and ("/" not in key or key.startswith("gate/"))
+        if not isinstance(value, dict | list) and ("/" not in key or key.startswith("gate/"))
     }
     return ", ".join(f"{key}: {shown(value)}" for key, value in kept.items())
 

@@ -408,14 +408,19 @@ def test_a_steps_summary_line_keeps_the_gate_and_shortens_hashes_and_figures() -
     line = _summary_line(
         {
             "version": 2,
+            "run_id": "72d5b5f1bdd646dba84f7165a80e6e71",  # MLflow's: kept whole
             "snapshot": "f650c34f102298ddc45e7ab38e0edba057ddb775818202371ac2a43bca75597b",
             "gate/score": 1.00241234,
             "test/node_accuracy": 0.8033,
             "makespan_s": 14.97036121002875,
             "outputs": {"x": "y"},
+            "artifacts": {"table": "c76c66a9"},
         }
     )
-    assert line == "version: 2, snapshot: f650c34f1022, gate/score: 1.002, makespan_s: 14.97"
+    assert line == (
+        "version: 2, run_id: 72d5b5f1bdd646dba84f7165a80e6e71, snapshot: f650c34f1022, "
+        "gate/score: 1.002, makespan_s: 14.97"
+    )
 
 
 def test_an_input_error_is_one_line_whatever_a_library_said() -> None:
