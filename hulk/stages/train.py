@@ -282,6 +282,7 @@ def finetune(
             config=prior_config,
             tags={"hulk.eval_set": eval_set, "hulk.start": "prior"},
             run_name="prior",
+            datasets=_training_data(settings, corpus.manifest["sha256"], [])[:1],  # the corpus
         )
         decide(
             settings,

@@ -133,5 +133,6 @@ def test_a_first_fine_tune_worse_than_the_prior_leaves_the_prior_serving(
     assert (str(champion.version), str(challenger.version)) == ("1", "2")
     run = client.get_run(champion.run_id)
     assert run.info.run_name == "v1 prior" and run.data.tags["hulk.start"] == "prior"
+    assert [d.dataset.name for d in run.inputs.dataset_inputs] == ["corpus"]  # trained on
     assert client.get_run(challenger.run_id).info.run_name == "v2 fine-tune from prior"
     assert "tonight's fine-tune scored worse" in run.data.tags["mlflow.note.content"]
