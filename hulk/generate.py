@@ -380,8 +380,8 @@ def write_dataset(
     out_dir = Path(out_dir)
     if days < 1:
         raise InputError(out_dir, "generate.days", f"days must be at least 1 (got {days})")
-    require_generated(out_dir)
     frame = prepare_inventory(inventory)
+    require_generated(out_dir, frame)
     net = build_network(frame, seed, settings)
     fileio.write_csv(out_dir / schemas.INVENTORY_FILE, frame)
     written = []
@@ -403,14 +403,20 @@ def write_dataset(
     return written
 
 
-def require_generated(out_dir: Path) -> None:
+def require_generated(out_dir: Path, writing: pd.DataFrame | None = None) -> None:
     """`generate.not_generated` naming out_dir's inventory or logs when it holds either without
     the record `write_dataset` leaves: a user's own fleet (or an imported one), which generating
-    or appending a day would overwrite or mix made-up probes into."""
+    or appending a day would overwrite or mix made-up probes into. An inventory that is byte for
+    byte the one about to be written (`writing`) is a generated one all the same: a folder
+    generated before the record was kept."""
     out_dir = Path(out_dir)
     if (out_dir / schemas.GENERATION_FILE).is_file():
         return
     inventory, logs = out_dir / schemas.INVENTORY_FILE, out_dir / schemas.LOGS_DIR
+    if writing is not None and inventory.is_file():
+        same = writing.to_csv(index=False, lineterminator="\n").encode() == inventory.read_bytes()
+        if same:
+            return
     found = [inventory] if inventory.exists() else []
     if logs.is_dir() and any(logs.iterdir()):
         found.append(logs)

@@ -348,6 +348,8 @@ def test_a_folder_of_data_it_did_not_generate_is_never_overwritten(
     (tmp_path / schemas.GENERATION_FILE).unlink()  # as a user's own folder has none
     if own == "inventory":
         shutil.rmtree(tmp_path / schemas.LOGS_DIR)
+        machines = tmp_path / schemas.INVENTORY_FILE  # the user's: not the generated one
+        machines.write_text(machines.read_text().replace(",active", ",drained", 1))
     else:
         (tmp_path / schemas.INVENTORY_FILE).unlink()
     before = tree_bytes(tmp_path)
@@ -360,6 +362,15 @@ def test_a_folder_of_data_it_did_not_generate_is_never_overwritten(
         assert caught.value.rule == "generate.not_generated"
         assert "generating here would replace them" in str(caught.value)
         assert tree_bytes(tmp_path) == before
+
+
+def test_a_folder_generated_before_the_record_was_kept_is_generated_again(
+    tmp_path: Path, paper: pd.DataFrame
+) -> None:
+    gen.write_dataset(tmp_path, paper, SEED, fast(), 2, DAY)
+    (tmp_path / schemas.GENERATION_FILE).unlink()  # its inventory is the one generate writes
+    gen.write_dataset(tmp_path, paper, SEED, fast(), 2, DAY + dt.timedelta(days=1))
+    assert (tmp_path / schemas.GENERATION_FILE).is_file()
 
 
 def test_append_day_needs_partitions(tmp_path: Path, paper: pd.DataFrame) -> None:
