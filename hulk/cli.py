@@ -787,7 +787,7 @@ def evaluate(
     ] = None,
 ) -> None:
     """Cost table of a placements file (plan, estimate, baselines, lower bound), and its plot
-    when asked (--plot) or for the published latest.json (latest.png, beside it)."""
+    when asked (--plot) or for the data folder's latest.json (latest.png, beside it)."""
     from hulk.placements import LATEST
 
     settings = _settings(ctx, data)
