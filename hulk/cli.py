@@ -1068,7 +1068,9 @@ def jobs_finish(ctx: typer.Context, name: str, data: DataOption = None) -> None:
     out.print(f"[green]✓[/green] finished {escape(name)}")
 
 
-@jobs_app.command("progress")
+# A negative number reads as an option to Click; taken as the argument, it gets Hulk's own
+# error (jobs.bad_progress) rather than a usage box about an option "-5".
+@jobs_app.command("progress", context_settings={"ignore_unknown_options": True})
 @reports_errors
 def jobs_progress(
     ctx: typer.Context,

@@ -431,3 +431,8 @@ def test_progress_says_what_it_stored(data: Path, done: str, shown: str) -> None
     with JobStore(jobs_db(data)) as store:
         stored = store.get("run")
     assert stored is not None and stored.done_iterations == float(done)
+
+
+def test_a_negative_progress_is_hulks_error_not_an_unknown_option(data: Path) -> None:
+    code, output = jobs_command(data, "progress", "run", "-5")
+    assert code == 2 and "[jobs.bad_progress] run: iterations done -5" in output, output
