@@ -393,18 +393,20 @@ def _strategy_group(
     seed: int,
     champion: Champion | None,
     baselines: BaselineMemory,
-) -> dict[str, tuple[Plan, Cost]] | None:
+) -> tuple[dict[str, tuple[Plan, Cost]] | None, str | None]:
     """The strategy's plans for the jobs the schedule starts now together (None: fewer than
-    two, or the strategy could not place them all on the machines free now). Only the plans
-    and estimates are used: the records' baselines are the whole fleet's (`baselines`). The
-    champion's model is built only here, when the GNN has a group to lay out."""
+    two, or the strategy could not place them all on the machines free now), and why the GNN's
+    were refused for the teacher's when they were (its quick check's reason; None otherwise).
+    Only the plans and estimates are used: the records' baselines are the whole fleet's
+    (`baselines`). The champion's model is built only here, when the GNN has a group to lay
+    out."""
     from hulk.assign import _teacher_on
     from hulk.placements import PLACED
     from hulk.scheduler import RESTART, START
 
     group = [d for d in found.decisions if d.action in (START, RESTART)]
     if len(group) < 2:
-        return None
+        return None, None
     busy = {n for d in found.decisions if d.action in ("keep", "move") for n in d.nodes}
     free = [int(i) for i in fleet.active_indices() if i not in busy]
     jobs = [d.job for d in group]
@@ -416,14 +418,15 @@ def _strategy_group(
         inv = inventory.copy()
         inv.loc[inv["node_id"].isin(busy_ids), "status"] = "drained"
         free_fleet = drain(fleet, busy_ids)
-        placed, _ = model_placements(
+        placed, fallback = model_placements(
             model, jobs, free_fleet, inv, links, settings, seed, baselines=baselines
         )
     else:
-        placed = _teacher_on(jobs, fleet, free, settings, seed)
+        placed, fallback = _teacher_on(jobs, fleet, free, settings, seed), None
     if any(p.status != PLACED or p.plan is None or p.estimate is None for p in placed):
-        return None
-    return {p.job.name: (p.plan, p.estimate) for p in placed if p.plan and p.estimate}
+        return None, fallback
+    plans = {p.job.name: (p.plan, p.estimate) for p in placed if p.plan and p.estimate}
+    return plans, fallback
 
 
 def _no_later(alt: Decision, own: Decision) -> bool:
@@ -753,7 +756,7 @@ def schedule_run(
         found = schedule(fleet, running, waiting, settings.scheduler, plan_fn, deadlines)
         seconds = time.perf_counter() - clock
         known = BaselineMemory(data_dir, fleet, plan_fn.fleet_key)
-        fixed = _strategy_group(
+        fixed, fallback = _strategy_group(
             strategy, found, fleet, inventory, links, settings, seed, champion, known
         )
         if fixed:
@@ -789,7 +792,9 @@ def schedule_run(
             seed=seed,
             started=started,
             generated_at=now,
-            model=champion.record if champion is not None else None,
+            # The quick check refused the model's plans for this run's group: the teacher's
+            # were weighed instead, and the file says why.
+            model=None if champion is None else {**champion.record, "fallback": fallback},
             extra={"queue": queue.to_dict()},
             job_extra={name: entry.to_dict() for name, entry in scheduled.items()},
         )
@@ -804,6 +809,16 @@ def schedule_run(
         dataclasses.replace(row, scheduled=scheduled[row.job].times())
         for row in placement_rows(placed, fleet)
     ]
+    if fallback is not None:
+        findings.append(
+            Finding(
+                "warning",
+                "assign.gnn_fallback",
+                str(path),
+                f"the GNN's plans for the jobs starting together were refused, the teacher's "
+                f"weighed instead: {fallback}",
+            )
+        )
     return StepResult(
         outputs={"placements": path, "latest": out_dir / pl.LATEST},
         summary=AssignSummary(

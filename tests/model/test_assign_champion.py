@@ -154,3 +154,25 @@ def test_the_champion_is_the_registered_model(champion_folder: tuple[Path, Path,
     built = model.state_dict()
     assert built.keys() == state.keys()
     assert all(torch.equal(built[name], state[name]) for name in state)
+
+
+def test_a_refused_gnn_plan_is_named_in_the_placements_file(
+    champion_folder: tuple[Path, Path, Settings], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The quick check refuses the model's plans for the jobs starting together (made to
+    here): the teacher's are weighed instead, and `model.fallback` says why."""
+    from typer.testing import CliRunner
+
+    from hulk import gnn
+    from hulk.cli import app
+
+    data, jobs_file, _ = champion_folder
+    monkeypatch.setattr(gnn, "_quick_check", lambda *args, **kwargs: "refused for this test")
+    out = data / "placements" / "checked"
+    args = ["assign", "--data", data, "--jobs", jobs_file, "--strategy", "gnn", "--out", out]
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    assert result.exit_code == 0, result.output
+    doc = json.loads((out / "latest.json").read_text())
+    assert doc["queue"]["actions"] == {"start": 2}
+    assert "refused for this test" in (doc["model"]["fallback"] or "")
+    assert "[assign.gnn_fallback]" in result.output  # and the run says so
