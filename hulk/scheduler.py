@@ -658,7 +658,7 @@ def _place_one(
             for t in (0.0, *times.tolist(), *([ideal_at] if math.isfinite(ideal_at) else []))
         }
     )
-    best, fits_now = _weigh_starts(
+    best, not_now = _weigh_starts(
         fleet, job, candidates, timeline, planner, ideal_plan, ideal, length, settings.wait_gain
     )
     action = RESTART if job.resumes_from is not None else START
@@ -706,11 +706,7 @@ def _place_one(
     if start > 0:
         waits_for = timeline.holders(nodes.tolist(), start)
         action = WAIT
-        why = (
-            "it finishes sooner on them than on the machines free now"
-            if fits_now
-            else "the machines free now cannot hold it"
-        )
+        why = not_now or "it finishes sooner on them than on the machines free now"
         reason = f"waits for the machines of {', '.join(waits_for)}: {why}"
         if start <= release:
             reason = "submitted for later: it starts no sooner than its submitted_at"
@@ -743,21 +739,33 @@ def _weigh_starts(
     ideal: Cost,
     length: Callable[[Plan | None, Cost, Sequence[int]], tuple[float, float]],
     wait_gain: float = 0.0,
-) -> tuple[_Choice | None, bool]:
+) -> tuple[_Choice | None, str | None]:
     """The earliest-finishing option over the candidate starts (None: nothing fits); the option
     at the first candidate (starting now) when the earliest-finishing one starts later and
     finishes at most `wait_gain` sooner, in seconds from now. A later start is a forecast that
-    shorter work arriving in the meantime pushes back; a start now is not. Also whether the
-    job has an option at the first candidate at all."""
+    shorter work arriving in the meantime pushes back; a start now is not. Also, when the job
+    has no option at the first candidate, why (None when it has one)."""
     best: _Choice | None = None
     first: _Choice | None = None
     seen: set[bytes] = set()
+    not_now = "no machine it can use is free now"
     for start in candidates:
         if best is not None and start >= best[0][0]:
             break  # starting later cannot finish earlier
         avail = _reached(fleet, job.resumes_from, np.flatnonzero(timeline.free_at(start)))
         if not len(avail) or avail.tobytes() in seen:
             continue
+        if start == candidates[0]:
+            holds = fleet.memory_bytes[avail].sum() >= job.job.min_memory_bytes
+            not_now = (
+                "no plan on the machines free now was made this round (its planning budget "
+                "was spent)"
+                if planner.made >= planner.budget
+                else "a job without a length takes only machines no later start needs, and "
+                "those free now cannot hold it"
+                if job.remaining is None and holds
+                else "the machines free now cannot hold it"
+            )
         seen.add(avail.tobytes())
         if best is not None and job.remaining is not None:
             # The plan on every usable machine bounds a plan on some of them (the planner's
@@ -788,8 +796,8 @@ def _weigh_starts(
         and math.isfinite(best[0][0])
         and first[0][0] <= (1 + wait_gain) * best[0][0]
     ):
-        return first, True
-    return best, first is not None
+        return first, None
+    return best, None if first is not None else not_now
 
 
 def _reached(fleet: Fleet, checkpoint: Running | None, nodes: np.ndarray) -> np.ndarray:

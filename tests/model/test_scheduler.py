@@ -183,6 +183,40 @@ def test_a_job_the_machines_free_now_cannot_hold_waits_and_says_so() -> None:
         assert (waiting.reason or "").endswith(": the machines free now cannot hold it"), name
 
 
+def test_a_waiting_reason_says_why_nothing_starts_now() -> None:
+    """Free machines that could hold a job are no option when (a) a job without a length would
+    hold them into a later start, or (b) the run's planning budget is spent: its reason says
+    which, not that the free machines cannot hold it."""
+    from dataclasses import replace
+
+    fleet = two_sites()  # 8 machines of 320 GB; GPT-2 holds the first site
+    busy = running_on(fleet, GPT2, [0, 1, 2, 3], remaining=5_000)
+    wide = replace(BERT, name="wide", min_memory_gb=2_000)  # all 8 once GPT-2 is done
+    found = schedule(
+        fleet,
+        [busy],
+        [Waiting(wide, 10, 0.0), Waiting(replace(BERT, name="endless"), None, 0.0)],
+        SchedulerSettings(max_moves_per_run=0),
+        planner(fleet),
+    )
+    endless = named(found, "endless")
+    assert endless.action == WAIT
+    assert "a job without a length takes only machines no later start needs" in (
+        endless.reason or ""
+    )
+    budget = SchedulerSettings(max_moves_per_run=0, max_plans_per_run=1, share_slack=0.0)
+    found = schedule(
+        fleet,
+        [busy],
+        [Waiting(replace(T5, name=f"t5-{k}"), 10, 0.0) for k in range(3)],
+        budget,
+        planner(fleet),
+    )
+    reasons = [d.reason or "" for d in found.decisions if d.action == WAIT]
+    assert any("its planning budget was spent" in r for r in reasons), reasons
+    assert not any("cannot hold it" in r for r in reasons), reasons
+
+
 def test_a_job_waits_for_drained_machines_it_needs_and_never_only_beyond_the_fleet() -> None:
     drained = two_sites(4, active=[False] * 4)
     huge = PRESET_JOBS["OPT-175B"]  # more memory than the whole fleet, drained or not
