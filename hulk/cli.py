@@ -985,9 +985,12 @@ def jobs_list(
     body: list[list[str]] = []
     for r in records:
         length = "-" if r["iterations"] is None else f"{r['iterations']:,}"
+        # A queued job the fleet can never hold waits for machines to be added: say so here,
+        # not only in its reason below.
+        never = r["state"] == "queued" and str(r["reason"] or "").startswith("infeasible")
         cells = [
             escape(r["job"]),
-            r["state"],
+            "queued, infeasible" if never else r["state"],
             _id_ranges(r["nodes"]) if r["state"] == "running" else "-",  # only running jobs hold
             f"{r['done_iterations']:,.0f} / {length}",
             _utc_short(r["started_at"]),

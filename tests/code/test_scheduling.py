@@ -563,6 +563,8 @@ def test_a_job_the_fleet_cannot_hold_is_told_why_in_its_own_name(
             assert doc[name]["action"] == "never"
             assert doc[name]["reason"].startswith(f"{name} needs 2800 GB")
             assert other not in doc[name]["reason"]
+    listed = runner.invoke(app, ["jobs", "list", "--data", str(tiny)])
+    assert listed.output.count("queued, infeasible") == 2, listed.output
 
 
 def test_the_scheduler_plans_free_machines_in_the_whole_fleets_windows(tmp_path: Path) -> None:
