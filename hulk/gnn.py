@@ -95,6 +95,9 @@ class GnnDecision:
     check_s: float  # the quick check's reference (best baselines)
     refine_s: float = 0.0  # the search from the model's groups (small fleets)
     cpu_s: float = 0.0  # CPU time of `gnn_decide` (this process's, all threads)
+    # The model's own plans (steps 1-3, before the refining search): what the nightly gate
+    # judges. The refining search keeps its result only when faster, so never slower than these.
+    model_plans: dict[int, tuple[Plan, Cost]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -190,6 +193,7 @@ def gnn_decide(
     with _timed(spent, "planner"):
         _offer_idle(jobs, fleet, plans, free, planner, settings)
 
+    model_plans = dict(plans)
     if plans and settings.assign.gnn_refine_evaluations > 0 and small:
         with _timed(spent, "refine"):
             plans = _refined(jobs, fleet, proba, order, plans, settings, seed)
@@ -206,6 +210,7 @@ def gnn_decide(
         spent.get("check", 0.0),
         spent.get("refine", 0.0),
         time.process_time() - started_cpu,
+        model_plans,
     )
 
 

@@ -15,6 +15,7 @@ import pytest
 from hulk import registry, steps
 from hulk.settings import load_settings
 from hulk.stages.generate import append_day
+from hulk.stages.train import PARTS
 from tests.flows.conftest import tiny_params, write_params
 
 # Prefect (flows.*) is imported in the tests, not here: `make test-fast` collects this module
@@ -101,6 +102,10 @@ def test_nightly_runs_every_step_and_publishes(first_run: dict) -> None:
         run = track.client.get_run(done["train"]["run_id"])
     names = set(run.data.metrics)
     assert {"gate/score", "gate/score_prior", "test/fleet/makespan_ratio"} <= names
+    # The gate scores the model's own plans: the mean of the two parts' ratios of them.
+    assert {"test/fleet/model_makespan_ratio_prior", "test/synthetic/model_makespan_ratio"} <= names
+    parts = [run.data.metrics[f"test/{part}/model_makespan_ratio"] for part in PARTS]
+    assert run.data.metrics["gate/score"] == pytest.approx(sum(parts) / 2)
     assert {"train/loss", "train/val_accuracy", "test/node_accuracy"} <= names
     assert all("/" in name for name in names), sorted(n for n in names if "/" not in n)
     assert run.data.tags["mlflow.note.content"].startswith("**gate/score")

@@ -7,7 +7,8 @@ import math
 import pytest
 
 from hulk.corpus import Corpus, build_corpus
-from hulk.gnn_eval import BAND_METRICS, SIZE_BANDS, evaluate_gnn
+from hulk.gnn_eval import BAND_METRICS, SIZE_BANDS, _case_rows, corpus_cases, evaluate_gnn
+from hulk.model import HulkGNN
 from hulk.train import train_model
 from tests.model.test_corpus import SETTINGS as TINY_SETTINGS
 
@@ -37,9 +38,13 @@ def corpus() -> Corpus:
 
 
 @pytest.fixture(scope="module")
-def metrics(corpus: Corpus) -> dict[str, float]:
+def model(corpus: Corpus) -> HulkGNN:
     train = SETTINGS.train.model_copy(update={"epochs": 2})
-    model = train_model(list(corpus.train), corpus.val, SETTINGS.model, train, SEED).model
+    return train_model(list(corpus.train), corpus.val, SETTINGS.model, train, SEED).model
+
+
+@pytest.fixture(scope="module")
+def metrics(corpus: Corpus, model: HulkGNN) -> dict[str, float]:
     return evaluate_gnn(model, corpus, SETTINGS, split="test")
 
 
@@ -74,6 +79,33 @@ def test_figures_by_fleet_size_cover_every_sample(
             assert math.isnan(value) or value >= 0, key
     assert counted == metrics["samples"]
     assert sum(key.startswith("samples_") for key in metrics) >= 2  # the split spans bands
+
+
+@pytest.mark.slow
+def test_the_model_s_own_plans_are_scored_before_the_refining_search(
+    corpus: Corpus, model: HulkGNN
+) -> None:
+    """The refining search keeps only faster plans: served ≤ the model's own, per mix; on a
+    fleet too large for the search (more than twice `planner.max_pool` active machines) they
+    are the same. Test fleets: 45, 47, 58 and 81 machines, some drained."""
+    settings = SETTINGS.model_copy(
+        update={"planner": SETTINGS.planner.model_copy(update={"max_pool": 25})}
+    )
+    cases = corpus_cases(corpus, settings)
+    rows = _case_rows(model, cases, settings)
+    searched = [int(case.active.sum()) <= 50 for case in cases]
+    assert any(searched) and not all(searched)
+    improved = 0
+    for row, small in zip(rows, searched, strict=True):
+        assert math.isfinite(row["model_ratio"])
+        if row["fallback"]:
+            continue
+        if small:
+            assert row["makespan_ratio"] <= row["model_ratio"] + 1e-12
+            improved += row["makespan_ratio"] < row["model_ratio"] - 0.01
+        else:
+            assert row["makespan_ratio"] == pytest.approx(row["model_ratio"])
+    assert improved  # the search found faster plans on a small fleet: they are not the model's
 
 
 def test_a_job_left_waiting_adds_its_least_time_to_the_makespan() -> None:
