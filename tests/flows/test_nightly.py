@@ -104,6 +104,7 @@ def test_nightly_runs_every_step_and_publishes(first_run: dict) -> None:
     assert {"gate/score", "gate/score_prior", "test/fleet/makespan_ratio"} <= names
     # The gate scores the model's own plans: the mean of the two parts' ratios of them.
     assert {"test/fleet/model_makespan_ratio_prior", "test/synthetic/model_makespan_ratio"} <= names
+    assert "test/fleet/makespan_ratio_prior" not in names  # the prior: its own plans only
     parts = [run.data.metrics[f"test/{part}/model_makespan_ratio"] for part in PARTS]
     assert run.data.metrics["gate/score"] == pytest.approx(sum(parts) / 2)
     assert {"train/loss", "train/val_accuracy", "test/node_accuracy"} <= names
