@@ -501,7 +501,7 @@ class FleetSamplesSettings(Section):
     min_train_samples: Annotated[int, Field(ge=0)] = 48
     removed_cities: Range = Range(low=0.15, high=0.5)  # share of cities a sub-fleet removes
     drained_fraction: Range = Range(low=0.05, high=0.34)  # machines drained as after failures
-    eval_mixes: PositiveInt = 18  # held-out mixes on the newest block (never trained on)
+    eval_mixes: PositiveInt = 12  # held-out mixes on the newest block (never trained on)
     max_jobs: PositiveInt = 6  # jobs per drawn mix: 1 .. max_jobs
     perturb_share: Fraction = 0.5  # jobs that are perturbed variants (corpus scales)
     recent_placements: Annotated[int, Field(ge=0)] = 20  # newest placements files' jobs joined
