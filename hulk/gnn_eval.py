@@ -49,7 +49,7 @@ import pandas as pd
 from hulk.corpus import Corpus, corpus_fleet, mix_jobs
 from hulk.cost import Fleet, lower_bound
 from hulk.features import encode_inputs
-from hulk.gnn import gnn_placements
+from hulk.gnn import GnnDecision, gnn_placements
 from hulk.jobs import Job
 from hulk.model import HulkGNN, predict_proba
 from hulk.planner import site_labels
@@ -204,7 +204,7 @@ def _case_rows(
     return rows
 
 
-def _model_ratio(decision: Any, case: EvalCase, fleet: Fleet) -> float:
+def _model_ratio(decision: GnnDecision, case: EvalCase, fleet: Fleet) -> float:
     """The makespan ratio of the model's own plans (`GnnDecision.model_plans`), a job the
     teacher runs and they leave waiting counted as in `waiting_penalty`."""
     plans = decision.model_plans

@@ -13,13 +13,13 @@
    it (the reference on its own plans only): ``gate/score`` is the mean of the two parts'
    plan-cost ratios of the model's own plans (GNN makespan before the refining search /
    teacher makespan, lower is better), so the fleet's own samples weigh as much as the
-   synthetic ones. The served plans' ratios (after
-   the refining search small fleets get) are logged beside them but do not decide: on a small
-   fleet the search brings nearly every mix to within a few percent of the teacher whatever
-   the model, and which held-out mix it happens to improve decided the gate, not what the
-   model had learnt (docs/experiments.md, "Fleet learning"). The fleet part holds
-   ``fleet_samples.eval_mixes`` mixes and the upcoming jobs: with 6, one mix's luck still
-   decided, on the model's own plans too.
+   synthetic ones. The challenger's served plans' ratios (after the refining search small
+   fleets get) are logged beside them but do not decide: on a small fleet the search brings
+   nearly every mix to within a few percent of the teacher whatever the model, and which
+   held-out mix it happens to improve decided the gate, not what the model had learnt
+   (docs/experiments.md, "Fleet learning"). The fleet part holds ``fleet_samples.eval_mixes``
+   mixes and the upcoming jobs: with 6, one mix's luck still decided, on the model's own
+   plans too.
 4. **Register** the challenger in MLflow and **promote** it if its ``gate/score`` is not worse
    than the champion's on the same set (`hulk.registry.promote_if_better`). With no champion
    yet the prior is the bar: when the fine-tune scores worse, the prior is registered first
