@@ -932,10 +932,12 @@ DataOption = Annotated[Path | None, typer.Option("--data", help="Data folder (pa
 def _store(ctx: typer.Context, data: Path | None, create: bool = False) -> Iterator[Any]:
     """The data folder's job store, under its assign lock (a run never loses a change). Unless
     `create` (a command that adds jobs), a folder without a store reads as one without jobs,
-    and the command creates nothing: no store, no lock."""
+    and the command creates nothing: no store, no lock. With `create`, a store the next
+    scheduling run would refuse (missing, empty or older while ``latest.json`` shows jobs
+    running: `check_store_present`) is refused here too, before anything is written."""
     from hulk.folder_lock import folder_lock
     from hulk.job_store import JobStore
-    from hulk.stages.scheduling import jobs_db
+    from hulk.stages.scheduling import check_store_present, jobs_db
 
     settings = _settings(ctx, data)
     _existing_folder(settings)
@@ -943,8 +945,11 @@ def _store(ctx: typer.Context, data: Path | None, create: bool = False) -> Itera
     lock: AbstractContextManager[Any] = nullcontext()
     if create or path.exists():
         lock = folder_lock(settings.data_dir, "assign", settings.scheduler.lock_timeout_s)
-    with lock, JobStore(path, create=create) as store:
-        yield store
+    with lock:
+        if create:
+            check_store_present(settings.data_dir, [settings.assign.placements_dir])
+        with JobStore(path, create=create) as store:
+            yield store
 
 
 def _now() -> dt.datetime:

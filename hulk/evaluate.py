@@ -164,7 +164,9 @@ def plot_costs(
     ax = figure.add_subplot()
     ax.set_yscale("log")
     ax.set_ylim(floor, top)
-    ax.set_xlim(-0.5, len(jobs) - 0.5)
+    ax.set_xlim(-0.5, max(len(jobs), 1) - 0.5)  # a run with no jobs: an empty frame
+    if not jobs:
+        ax.text(0, math.sqrt(floor * top), "no jobs", ha="center", va="center")
     for x, key, cost, status in bars:
         colour = _COLOURS[key]
         if cost is None or not cost.feasible or not math.isfinite(cost.iteration_s):

@@ -25,7 +25,11 @@ again is back in line (its first submission time kept), so one run on another jo
 nothing for good. A waiting or withdrawn job whose spec the file changes keeps its progress and
 checkpoint record while its sizes stay (`hulk.jobs.job_sizes`: a change of priority, length,
 submission time or deadline); new sizes are a different model, which starts from iteration 0,
-and its event says so. Running and finished jobs are never changed by the file. A name the
+and its event says so. A running job of the file takes a new length, priority, submission
+time or deadline at once (machines and progress kept; a length it has already done finishes
+it), while other sizes are refused (``jobs.running_resized``: another model would throw the
+run's progress away); a waiting job whose progress already covers a new, shorter length is
+finished (`JobStore.finish_done`). Finished jobs are never changed by the file. A name the
 file shares with a different job submitted by `hulk jobs submit`, or with a finished or
 cancelled job of another spec, is an error (``jobs.name_taken``): one name, one job.
 
@@ -52,6 +56,7 @@ from typing import Any
 from hulk.errors import InputError
 from hulk.jobs import (
     MAX_ITERATIONS,
+    NOT_SIZES,
     Job,
     format_time,
     job_sizes,
@@ -648,6 +653,8 @@ class JobStore:
         changed. `InputError` (``jobs.name_taken``) when the file gives another spec under the
         name of a job the CLI submitted, still waiting or running, or of a finished or
         cancelled job (`_name_taken`); a job the file lists as it finished stays finished.
+        A running job of the file takes a new length, priority or times at once, keeping its
+        machines and progress; other sizes are refused (``jobs.running_resized``).
         Reads the store's waiting and running jobs and those the file names: a finished job's
         row matters only while the file lists it."""
         known = {j.job.name: j for j in self.jobs([*WAITING, RUNNING])}
@@ -655,15 +662,18 @@ class JobStore:
             if job.name not in known and (have := self.get(job.name)) is not None:
                 known[job.name] = have
         listed = {job.name for job in jobs}
-        clashes = [
-            problem
-            for job in jobs
-            if (have := known.get(job.name)) is not None
-            and (problem := _name_taken(have, job)) is not None
-        ]
-        if clashes:
-            detail = "; ".join(clashes)
-            raise InputError(source, "jobs.name_taken", detail)
+        for rule, refuses in (
+            ("jobs.name_taken", _name_taken),
+            ("jobs.running_resized", _resized_while_running),
+        ):
+            problems = [
+                problem
+                for job in jobs
+                if (have := known.get(job.name)) is not None
+                and (problem := refuses(have, job)) is not None
+            ]
+            if problems:
+                raise InputError(source, rule, "; ".join(problems))
         changes: dict[str, list[str]] = {
             "submitted": [],
             "updated": [],
@@ -681,8 +691,15 @@ class JobStore:
                     state = replace(state, state=SUBMITTED, reason=None, finished_at=None)
                     self.put(state, "resubmitted", f"listed in the jobs file again{how}")
                     changes["resubmitted"].append(job.name)
-                elif have.state in WAITING and job_to_dict(have.job) != job_to_dict(job):
+                elif have.state in (*WAITING, RUNNING) and job_to_dict(have.job) != job_to_dict(
+                    job
+                ):
+                    # A running job takes the new length, priority, times (its sizes are the
+                    # same: `_resized_while_running`) and keeps its machines and progress.
                     state, how = _respecified(have, job, now, self._first_seen(have))
+                    if have.state == RUNNING:
+                        fields = ", ".join(_changed(have.job, job))
+                        how = f" ({fields}); it runs on, its machines and progress kept"
                     self.put(state, "updated", f"spec changed in the jobs file{how}")
                     changes["updated"].append(job.name)
             for name, have in known.items():
@@ -793,6 +810,16 @@ class JobStore:
         ).fetchall()
         return list(dict.fromkeys(row[0] for row in rows))
 
+    def last_run(self) -> dt.datetime | None:
+        """When the newest scheduling run `record_run` recorded scheduled; None before the
+        first (or for a time the store cannot read)."""
+        row = self.db.execute("SELECT at FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+        try:
+            moment = utc_time(row[0]) if row is not None else None
+        except (ValueError, OverflowError):
+            return None
+        return moment if isinstance(moment, dt.datetime) else None
+
     def record_run(self, now: dt.datetime) -> None:
         """Record a scheduling run at `now`, after its changes (the `RUNS_KEPT` newest stay)."""
         with self.transaction():
@@ -806,9 +833,25 @@ class JobStore:
 
     def finish_done(self, now: dt.datetime) -> list[str]:
         """Finish the running jobs whose estimated iterations are done by `now` (at the moment
-        they were done); their names."""
+        they were done), and the waiting ones whose progress already covers their length (a
+        stopped job whose length was shortened since: at `now`); their names."""
         done = []
         with self.transaction():
+            for have in self.jobs(list(WAITING)):
+                length = have.job.iterations
+                if length is not None and have.done_iterations >= length:
+                    state = replace(
+                        have,
+                        state=FINISHED,
+                        updated_at=now,
+                        finished_at=now,
+                        done_iterations=float(length),
+                        scheduled_start=None,
+                        scheduled_finish=None,
+                        reason="length reached",
+                    )
+                    self.put(state, "finished", f"its {length:,} iterations were already done")
+                    done.append(have.job.name)
             for have in self.jobs([RUNNING]):
                 end = have.estimated_finish()
                 if end is not None and have.done_by(now):
@@ -844,6 +887,21 @@ def _name_taken(have: JobState, job: Job) -> str | None:
             "again; give the file's job a new name"
         )
     return None
+
+
+def _resized_while_running(have: JobState, job: Job) -> str | None:
+    """Why the jobs file may not give a running job of the file other sizes, or None: that is
+    another model, and taking it would throw away the run's progress on one edit."""
+    if have.state != RUNNING or have.source != FROM_FILE:
+        return None
+    if job_sizes(have.job) == job_sizes(job):
+        return None
+    changed = [key for key in _changed(have.job, job) if key not in NOT_SIZES]
+    return (
+        f"{job.name}: it is running, and the file gives it other sizes ({', '.join(changed)}), "
+        "a different model; put the sizes back, or cancel the job (`hulk jobs cancel`) and "
+        "list the new model under a new name"
+    )
 
 
 def _changed(before: Job, after: Job) -> list[str]:

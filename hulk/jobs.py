@@ -37,7 +37,9 @@ midnight UTC) or not of years 1 to 9999 in UTC, a ``deadline`` not after ``submi
 more than `MAX_ITERATIONS` iterations (``jobs.too_long``: the store keeps iterations as 64-bit
 integers), a name outside ``[A-Za-z0-9._-]+`` and duplicate names; YAML aliases and files over
 1 MB are refused (rules ``jobs.yaml_alias``, ``jobs.too_large``). Every problem of the file is
-listed in the one error.
+listed in the one error. An empty list (``jobs: []``) is refused (``jobs.empty``) unless the
+caller schedules (``allow_empty``): with the job store, a file with no upcoming jobs is how every
+one of them is withdrawn, and the jobs submitted with `hulk jobs submit` still run.
 """
 
 from __future__ import annotations
@@ -564,7 +566,7 @@ def _read_yaml(path: Path) -> object:
         raise InputError(path, "jobs.yaml_value", f"a value YAML cannot read: {exc}") from None
 
 
-def _entries(raw: object, source: str | Path | None) -> list[object]:
+def _entries(raw: object, source: str | Path | None, allow_empty: bool) -> list[object]:
     """The list under the file's one top-level key, ``jobs``."""
     if not isinstance(raw, dict) or "jobs" not in raw:
         raise InputError(source, "jobs.structure", "expected a mapping with a 'jobs' list")
@@ -576,14 +578,16 @@ def _entries(raw: object, source: str | Path | None) -> list[object]:
     entries = raw["jobs"]
     if not isinstance(entries, list):
         raise InputError(source, "jobs.structure", f"'jobs' must be a list (got {entries!r})")
-    if not entries:
+    if not entries and not allow_empty:
         raise InputError(source, "jobs.empty", "the jobs file lists no jobs")
     return entries
 
 
-def parse_jobs(raw: object, source: str | Path | None = None) -> list[Job]:
+def parse_jobs(
+    raw: object, source: str | Path | None = None, allow_empty: bool = False
+) -> list[Job]:
     """Validate the parsed YAML of a jobs file (see the module docstring)."""
-    entries = _entries(raw, source)
+    entries = _entries(raw, source, allow_empty)
     problems: list[tuple[str, str]] = []
     jobs: list[Job] = []
     first_index: dict[str, int] = {}
@@ -678,10 +682,11 @@ def require_jobs_file(path: Path) -> None:
         )
 
 
-def load_jobs(path: str | Path) -> list[Job]:
-    """Read and validate a jobs file; `InputError` naming file, job and field when it is wrong."""
+def load_jobs(path: str | Path, allow_empty: bool = False) -> list[Job]:
+    """Read and validate a jobs file; `InputError` naming file, job and field when it is wrong.
+    `allow_empty`: ``jobs: []`` is a file with no jobs, not an error (scheduling runs)."""
     path = Path(path)
-    return parse_jobs(_read_yaml(path), source=path)
+    return parse_jobs(_read_yaml(path), source=path, allow_empty=allow_empty)
 
 
 def job_to_dict(job: Job) -> dict[str, Any]:

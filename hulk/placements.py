@@ -37,7 +37,8 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -187,13 +188,22 @@ def _utc(moment: dt.datetime) -> dt.datetime:
     return moment.astimezone(dt.UTC)
 
 
-# A run's own file: ``<run-id>.json`` (not latest.json, nor the publication record beside it).
-RUN_FILE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}Z-[0-9a-f]+\.json")
+# A run's own file: ``<run-id>.json`` (not latest.json, nor the publication record beside it);
+# a second run of the same id (`write_placements`) has the suffix ``-2``, ``-3``, ….
+RUN_FILE = re.compile(
+    r"(?P<run>\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}Z-[0-9a-f]+)(?:-(?P<suffix>\d+))?\.json"
+)
 
 
 def run_files(placements_dir: Path) -> list[Path]:
-    """The run files of a placements folder, oldest first (run ids sort by time)."""
-    return sorted(p for p in placements_dir.glob("*.json") if RUN_FILE.fullmatch(p.name))
+    """The run files of a placements folder, oldest first: run ids sort by time, and a run id's
+    suffixed files come after it, in the order they were written."""
+    found = []
+    for path in placements_dir.glob("*.json"):
+        match = RUN_FILE.fullmatch(path.name)
+        if match:
+            found.append((match["run"], int(match["suffix"] or 1), path))
+    return [path for _, _, path in sorted(found)]
 
 
 def make_run_id(started: dt.datetime, inputs: Mapping[str, Any]) -> str:
@@ -295,15 +305,26 @@ def dumps(doc: Mapping[str, Any]) -> str:
 
 def write_placements(doc: Mapping[str, Any], out_dir: str | Path, publish: bool = True) -> Path:
     """Write ``out_dir/<run_id>.json``, then (with `publish`) replace ``out_dir/latest.json``;
-    both atomically.
+    both atomically (`staged_placements` with nothing else to do). Returns the run's file."""
+    with staged_placements(doc, out_dir, publish) as path:
+        return path
+
+
+@contextmanager
+def staged_placements(
+    doc: Mapping[str, Any], out_dir: str | Path, publish: bool = True
+) -> Iterator[Path]:
+    """Write the run's file ``out_dir/<run_id>.json`` and (with `publish`) ``latest.json`` as
+    temporaries beside them and yield the run file's path; when the block succeeds, rename
+    the run's file into place, then ``latest.json``. A block that fails leaves the folder as it
+    was, so a scheduling run commits its job store inside the block and publishes only what the
+    store holds.
 
     A run id already taken in `out_dir` (two runs in the same second on the same inputs) gets
     the first free suffix ``-2``, ``-3``, … in the file and its name, so no run's file replaces
     another's (callers serialise runs with the data folder's assign lock). The text is produced
     before anything is written, so a document that cannot be serialised (NaN, infinity) leaves
-    the folder as it was; a failure while writing either file leaves the previous
-    ``latest.json`` in place. Returns the run's file.
-    """
+    the folder as it was."""
     out_dir = Path(out_dir)
     run_id = doc.get("run_id")
     if not isinstance(run_id, str) or not run_id or "/" in run_id or run_id.startswith("."):
@@ -316,7 +337,11 @@ def write_placements(doc: Mapping[str, Any], out_dir: str | Path, publish: bool 
         doc = {**doc, "run_id": unique}
     text = dumps(doc)
     path = out_dir / f"{unique}.json"
-    fileio.write_text(path, text)
-    if publish:
-        fileio.write_text(out_dir / LATEST, text)
-    return path
+    # The run's file is renamed first (the inner block ends first): latest.json never names a
+    # run whose file is not there.
+    latest = fileio.atomic_path(out_dir / LATEST) if publish else nullcontext(None)
+    with latest as latest_tmp, fileio.atomic_path(path) as run_tmp:
+        run_tmp.write_text(text, encoding="utf-8")
+        if latest_tmp is not None:
+            latest_tmp.write_text(text, encoding="utf-8")
+        yield path

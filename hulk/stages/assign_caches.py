@@ -105,7 +105,7 @@ def _upcoming_jobs(data_dir: Path, settings: Settings) -> list[Job]:
 
     jobs: list[Job] = []
     if settings.assign.jobs_file.is_file():
-        jobs += load_jobs(settings.assign.jobs_file)
+        jobs += load_jobs(settings.assign.jobs_file, allow_empty=True)
     store = jobs_db(data_dir)
     if store.is_file():
         with JobStore(store) as opened:

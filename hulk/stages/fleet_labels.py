@@ -186,7 +186,8 @@ def fleet_labels(
     snapshots = link_snapshots(data_dir, inventory, links, settings, now)
     jobs_file = settings.assign.jobs_file
     # Sizes only: a job's length and times do not change its label.
-    upcoming = [job.sizes_only() for job in load_jobs(jobs_file)] if jobs_file.exists() else []
+    listed = load_jobs(jobs_file, allow_empty=True) if jobs_file.exists() else []
+    upcoming = [job.sizes_only() for job in listed]
     recent, findings = recent_jobs(
         settings.assign.placements_dir, settings.fleet_samples.recent_placements
     )

@@ -2,8 +2,9 @@
 
 1. The jobs file is synced into the job store (``DATA/jobs/jobs.db``, `hulk.job_store`);
    running jobs whose estimated iterations are done are finished. A missing store is made
-   anew, unless the placements file the run replaces shows jobs running
-   (`check_store_present`: the run is refused, nothing written).
+   anew, unless the placements file the run replaces shows jobs running; so is a store that
+   holds no run, or only runs older than that file (`check_store_present`: the run is
+   refused, nothing written).
 2. Machines that stopped reporting (the validation report's ``logs.stale_machine``) are
    drained for this run, with a warning naming them.
 3. `hulk.scheduler.schedule` decides, with the stage planner, which job keeps, starts, waits,
@@ -13,8 +14,9 @@
    scheduler's own, and those plans (with the moves) are kept when the schedule is no worse
    (`with_strategy_plans`).
 4. The placements file gets every job's ``start_at`` / ``finish_at`` (UTC), what a waiting job
-   waits for, and a top-level ``queue`` block; then the store records the new state, a waiting
-   job's estimated start and finish with it (`record`; what ``hulk jobs list`` shows).
+   waits for, and a top-level ``queue`` block; the store records the new state, a waiting
+   job's estimated start and finish with it (`record`; what ``hulk jobs list`` shows), and
+   commits; then the run's file and ``latest.json`` are renamed into place.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import json
 import math
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +40,7 @@ from hulk.data_folder import load_fleet
 from hulk.errors import InputError
 from hulk.findings import Finding
 from hulk.job_store import QUEUED, RUNNING, SUBMITTED, JobState, JobStore
-from hulk.jobs import format_time, later
+from hulk.jobs import format_time, later, utc_time
 from hulk.settings import Settings
 from hulk.stages import ScheduledTimes, StepResult
 
@@ -72,17 +75,18 @@ def running_jobs(data_dir: Path, out_dir: Path) -> int:
         return len(jobs.jobs([RUNNING]))
 
 
-def _running_in(latest: Path) -> tuple[list[str], str | None]:
-    """The jobs a scheduler's placements file (`latest`) left running, and its run id; none
-    for a missing or unreadable file, or one of Systems A, B or C (no ``queue`` block)."""
+def _running_in(latest: Path) -> tuple[list[str], str | None, dt.datetime | None]:
+    """The jobs a scheduler's placements file (`latest`) left running, its run id and when the
+    run scheduled (its ``queue.now``); none for a missing or unreadable file, or one of Systems
+    A, B or C (no ``queue`` block)."""
     from hulk.scheduler import KEEP, MOVE, RESTART, START
 
     try:
         doc = json.loads(latest.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return [], None
+        return [], None, None
     if not isinstance(doc, dict) or not isinstance(doc.get("queue"), dict):
-        return [], None
+        return [], None, None
     jobs = doc.get("jobs")
     running = [
         str(job.get("job"))
@@ -90,39 +94,54 @@ def _running_in(latest: Path) -> tuple[list[str], str | None]:
         if isinstance(job, dict) and job.get("action") in (KEEP, START, RESTART, MOVE)
     ]
     run_id = doc.get("run_id")
-    return running, run_id if isinstance(run_id, str) else None
+    moment = utc_time(doc["queue"].get("now"))
+    scheduled_at = moment if isinstance(moment, dt.datetime) else None
+    return running, run_id if isinstance(run_id, str) else None, scheduled_at
 
 
 def check_store_present(data_dir: Path, placements_dirs: Sequence[Path]) -> None:
-    """Refuse to schedule without the job store while a scheduler's ``latest.json`` in
-    `placements_dirs` shows jobs running: a new, empty store would start them again from
-    zero, and give their machines to other jobs. A first run (no store, and no such file)
-    passes."""
+    """Refuse to schedule with a job store that does not hold the run a scheduler's
+    ``latest.json`` in `placements_dirs` shows with jobs running: the store is missing, holds no
+    scheduling run (new and empty), or its newest run is older than that file's (restored from
+    an older backup). Scheduling from it would start those jobs again from zero, or from older
+    progress, and could give their machines to other jobs. A first run (no store, and no such
+    file) passes."""
     from hulk.placements import LATEST
 
     store = jobs_db(data_dir)
-    if store.exists():
-        return
+    last_run: dt.datetime | None = None
+    if store.is_file():
+        with JobStore(store, create=False) as opened:
+            last_run = opened.last_run()
     seen: set[Path] = set()
     for folder in placements_dirs:
         latest = Path(folder) / LATEST
         if latest.absolute() in seen:
             continue
         seen.add(latest.absolute())
-        running, run_id = _running_in(latest)
-        if not running:
+        running, run_id, scheduled_at = _running_in(latest)
+        if not running or (
+            last_run is not None and (scheduled_at is None or scheduled_at <= last_run)
+        ):
             continue
         shown = ", ".join(running[:5]) + (
             f" and {len(running) - 5} more" if len(running) > 5 else ""
         )
+        if last_run is None:
+            rule = "jobs_db.missing"
+            state = "missing" if not store.is_file() else "empty (it holds no scheduling run)"
+        else:
+            rule = "jobs_db.stale"
+            state = f"older than the placements: its newest run is of {format_time(last_run)}"
         raise InputError(
             store,
-            "jobs_db.missing",
-            f"the job store is missing, but {latest} (run {run_id}) has {len(running)} job(s) "
-            f"running: {shown}. Scheduling without the store would start them again from zero "
-            "and could give their machines to other jobs, so nothing was scheduled or written. "
-            f"Restore {store.name} from a backup into {store.parent}; or, to start afresh "
-            f"(every job then starts anew), move {latest} aside",
+            rule,
+            f"the job store is {state}, but {latest} (run {run_id}) has {len(running)} job(s) "
+            f"running: {shown}. Scheduling from this store would start them again from an "
+            "earlier state and could give their machines to other jobs, so nothing was "
+            f"scheduled or written. Restore the {store.name} that made that run from a backup "
+            f"into {store.parent}; or, to start afresh (every job then starts anew), move "
+            f"{latest} aside",
         )
 
 
@@ -730,7 +749,7 @@ def schedule_run(
     from hulk.scheduler import schedule
     from hulk.stages.assign import AssignSummary, load_champion, placement_rows
 
-    jobs = load_jobs(jobs_file)
+    jobs = load_jobs(jobs_file, allow_empty=True)
     fleet, inventory, links = load_fleet(data_dir, settings)
     check_store_present(data_dir, [out_dir, Path(data_dir) / "placements"])
     drained, findings = not_reporting(data_dir, fleet)
@@ -739,9 +758,12 @@ def schedule_run(
         inventory = inventory.copy()
         inventory.loc[inventory["node_id"].isin(drained), "status"] = "drained"
     champion = load_champion(settings) if strategy == "gnn" else None
-    # One transaction for the whole run: a run that fails before its placements are written
-    # (a bad --out, a job the store cannot take) leaves the store as it was.
-    with JobStore(jobs_db(data_dir)) as store, store.transaction():
+    # One transaction for the whole run: a run that fails (a bad --out, a job the store cannot
+    # take) leaves the store and the placements as they were. The placements are written as
+    # temporaries inside it and renamed into place once the store has committed: a run killed
+    # between the two leaves the store ahead of latest.json (the next run publishes it), never
+    # latest.json announcing starts the store does not hold.
+    with ExitStack() as publication, JobStore(jobs_db(data_dir)) as store, store.transaction():
         marked = store.finished_since_last_run()  # `hulk jobs finish` between two runs
         changes = store.sync_file(jobs, started, jobs_file)
         finished = [*marked, *store.finish_done(started)]
@@ -798,9 +820,7 @@ def schedule_run(
             extra={"queue": queue.to_dict()},
             job_extra={name: entry.to_dict() for name, entry in scheduled.items()},
         )
-        path = pl.write_placements(doc, out_dir)
-        # The file first: should recording fail, the next run schedules again from the old
-        # state rather than the store claiming starts nobody was told about.
+        path = publication.enter_context(pl.staged_placements(doc, out_dir))
         record(store, found, fleet, started)
         store.record_run(started)
         plan_fn.save(started)

@@ -232,6 +232,60 @@ def test_a_change_of_spec_that_leaves_the_sizes_keeps_a_waiting_jobs_progress(
     ) in output
 
 
+def test_a_running_jobs_length_changes_at_once_and_its_sizes_are_refused(tmp_path: Path) -> None:
+    a = load_jobs(write_jobs(tmp_path / "a.yaml", spec("a", "BERT-large", iterations=1000)))[0]
+    with JobStore(tmp_path / "jobs.db") as store:
+        store.sync_file([a], T0)
+        have = store.get("a")
+        assert have is not None
+        running = dataclasses.replace(
+            have, state=RUNNING, nodes=(3,), iteration_s=1.0, computing_since=T0
+        )
+        store.put(running, "started", "on [3]")
+        later = T0 + dt.timedelta(seconds=100)
+        # A longer run and a higher priority: taken at once, machines and progress kept.
+        longer = dataclasses.replace(a, iterations=5000, priority=2)
+        assert store.sync_file([longer], later)["updated"] == ["a"]
+        kept = store.get("a")
+        assert kept is not None and kept.job == longer and kept.state == RUNNING
+        assert (kept.nodes, kept.computing_since, kept.progress(later)) == ((3,), T0, 100.0)
+        assert kept.estimated_finish() == T0 + dt.timedelta(seconds=5000)
+        assert store.events("a")[-1]["detail"] == (
+            "spec changed in the jobs file (iterations, priority); it runs on, its machines and "
+            "progress kept"
+        )
+        # Other sizes are another model: refused, naming the job and the fields, nothing changed.
+        wider = dataclasses.replace(longer, hidden=2048)
+        with pytest.raises(InputError, match=r"jobs\.running_resized.*a: it is running.*hidden"):
+            store.sync_file([wider], later, tmp_path / "a.yaml")
+        same = store.get("a")
+        assert same is not None and same.job == longer
+        # A length it has already done finishes it at the next run, at the moment it was done.
+        shorter = dataclasses.replace(longer, iterations=50)
+        assert store.sync_file([shorter], later)["updated"] == ["a"]
+        assert store.finish_done(later) == ["a"]
+        done = store.get("a")
+        assert done is not None and done.state == "finished" and done.done_iterations == 50
+        assert done.finished_at == T0 + dt.timedelta(seconds=50)
+        assert store.jobs([RUNNING]) == []  # its machines are free
+
+
+def test_a_waiting_job_whose_progress_covers_its_new_length_is_finished(tmp_path: Path) -> None:
+    a = load_jobs(write_jobs(tmp_path / "a.yaml", spec("a", "BERT-large", iterations=1000)))[0]
+    later = T0 + dt.timedelta(hours=1)
+    with JobStore(tmp_path / "jobs.db") as store:
+        store.sync_file([a], T0)
+        stopped_after_running(store, "a")  # 500 iterations done
+        store.sync_file([dataclasses.replace(a, iterations=600)], later)
+        assert store.finish_done(later) == []  # 100 still to do: it waits
+        store.sync_file([dataclasses.replace(a, iterations=400)], later)
+        assert store.finish_done(later) == ["a"]
+        done = store.get("a")
+        assert done is not None and done.state == "finished" and done.finished_at == later
+        assert (done.done_iterations, done.reason) == (400.0, "length reached")
+        assert store.events("a")[-1]["detail"] == "its 400 iterations were already done"
+
+
 def test_a_withdrawn_job_listed_again_keeps_its_progress_unless_its_sizes_changed(
     tmp_path: Path,
 ) -> None:

@@ -322,6 +322,21 @@ def test_a_missing_job_store_with_jobs_running_is_refused_and_nothing_written(
     assert "bert" in text and "backup" in text and "aside" in text
     assert {p.name: p.read_bytes() for p in placements.iterdir()} == before
     assert not jobs_db(tiny).exists()
+    # `hulk jobs submit` does not make the new, empty store that run would refuse.
+    extra = write_jobs(tmp_path / "extra.yaml", spec("extra", "BERT-large", iterations=100))
+    submit = ["--params", params_file, "jobs", "submit", extra, "--data", tiny]
+    submitted = runner.invoke(app, [str(a) for a in submit])
+    assert submitted.exit_code == 2 and "jobs_db.missing" in submitted.output, submitted.output
+    assert not jobs_db(tiny).exists()
+    # An empty store (no scheduling run in it) is no better than none.
+    JobStore(jobs_db(tiny)).close()
+    empty = runner.invoke(app, [str(a) for a in (*args, "teacher")])
+    assert empty.exit_code == 2, empty.output
+    assert "jobs_db.missing" in empty.output and "it holds no scheduling run" in " ".join(
+        empty.output.split()
+    )
+    assert {p.name: p.read_bytes() for p in placements.iterdir()} == before
+    jobs_db(tiny).unlink()
     # Moved aside, the folder starts afresh.
     (placements / "latest.json").rename(tmp_path / "latest-aside.json")
     fresh = runner.invoke(app, [str(a) for a in (*args, "teacher")])
@@ -329,6 +344,74 @@ def test_a_missing_job_store_with_jobs_running_is_refused_and_nothing_written(
     with JobStore(jobs_db(tiny)) as store:
         again = store.get("bert")
         assert again is not None and again.state == RUNNING
+
+
+def test_a_store_older_than_latest_json_is_refused(
+    tiny: Path, settings: Settings, tmp_path: Path
+) -> None:
+    jobs = gpt_and_bert(tmp_path)
+    assign(tiny, settings, jobs, T0)
+    backup = tmp_path / "jobs-backup.db"
+    backup.write_bytes(jobs_db(tiny).read_bytes())
+    assign(tiny, settings, jobs, T0 + dt.timedelta(minutes=15))
+    placements = {p.name: p.read_bytes() for p in (tiny / "pl").iterdir()}
+    jobs_db(tiny).write_bytes(backup.read_bytes())  # restored from before the newest run
+    with pytest.raises(InputError, match=r"jobs_db\.stale.*newest run is of 2026-11-24T09:00:00Z"):
+        assign(tiny, settings, jobs, T0 + dt.timedelta(minutes=30))
+    assert {p.name: p.read_bytes() for p in (tiny / "pl").iterdir()} == placements
+
+
+def test_placements_are_published_only_after_the_store_commits(
+    tiny: Path, settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hulk.stages import scheduling
+
+    jobs = gpt_and_bert(tmp_path)
+    first = by_job(assign(tiny, settings, jobs, T0))
+    write_jobs(
+        jobs,
+        spec("gpt", "GPT-2-1.5B", iterations=1_000_000),
+        spec("bert", "BERT-large", iterations=1_000_000),
+        spec("t5", "T5-11B", iterations=1_000),
+    )
+    placements = {p.name: p.read_bytes() for p in (tiny / "pl").iterdir()}
+
+    def fails(*args: object) -> None:
+        raise RuntimeError("the store cannot record the run")
+
+    # A run that fails before its store commits writes no placements, not even temporaries.
+    monkeypatch.setattr(scheduling, "record", fails)
+    with pytest.raises(RuntimeError, match="cannot record"):
+        assign(tiny, settings, jobs, T0 + dt.timedelta(minutes=15))
+    monkeypatch.undo()
+    assert {p.name: p.read_bytes() for p in (tiny / "pl").iterdir()} == placements
+    with JobStore(jobs_db(tiny)) as store:
+        assert store.get("t5") is None and store.last_run() == T0
+    # A run killed after its store committed, before its latest.json was renamed into place:
+    # the store is a run ahead, and the next run schedules from it and publishes.
+    second = by_job(assign(tiny, settings, jobs, T0 + dt.timedelta(minutes=15)))
+    (tiny / "pl" / "latest.json").write_bytes(placements["latest.json"])
+    third = by_job(assign(tiny, settings, jobs, T0 + dt.timedelta(minutes=30)))
+    for name in ("gpt", "bert"):
+        assert third[name]["action"] == "keep" and third[name]["nodes"] == first[name]["nodes"]
+    if second["t5"]["action"] == "start":
+        assert third["t5"]["action"] == "keep" and third["t5"]["nodes"] == second["t5"]["nodes"]
+
+
+def test_an_empty_jobs_file_schedules_the_stores_jobs(tiny: Path, tmp_path: Path) -> None:
+    # With `jobs: []` the file lists no upcoming job: the jobs of `hulk jobs submit` still run,
+    # and those the file gave are withdrawn. Systems A, B, C need jobs to compare.
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("jobs: []\n")
+    extra = write_jobs(tmp_path / "extra.yaml", spec("extra", "BERT-large", iterations=100))
+    assert runner.invoke(app, ["jobs", "submit", str(extra), "--data", str(tiny)]).exit_code == 0
+    args = ["assign", "--data", str(tiny), "--jobs", str(empty), "--strategy"]
+    ran = runner.invoke(app, [*args, "teacher"])
+    assert ran.exit_code == 0, ran.output
+    latest = json.loads((tiny / "placements" / "latest.json").read_text())
+    assert [(job["job"], job["action"]) for job in latest["jobs"]] == [("extra", "start")]
+    compared = runner.invoke(app, [*args, "B"])
+    assert compared.exit_code == 2 and "jobs.empty" in compared.output, compared.output
 
 
 def test_jobs_commands(tiny: Path, tmp_path: Path) -> None:

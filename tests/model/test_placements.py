@@ -191,6 +191,19 @@ def test_write_creates_run_file_and_latest(tmp_path: Path) -> None:
     assert json.loads(latest.read_text()) == doc
 
 
+def test_a_run_id_written_twice_is_a_second_run_file_listed_after_the_first(
+    tmp_path: Path,
+) -> None:
+    doc = document(tiny_fleet())
+    out = tmp_path / "placements"
+    first = pl.write_placements(doc, out)
+    second = pl.write_placements(doc, out)
+    assert second.name == f"{doc['run_id']}-2.json"
+    assert json.loads(second.read_text())["run_id"] == f"{doc['run_id']}-2"
+    (out / "latest.published.json").write_text("{}")
+    assert pl.run_files(out) == [first, second]
+
+
 def test_failed_write_keeps_the_old_latest(tmp_path: Path, monkeypatch) -> None:
     fleet = tiny_fleet()
     out = tmp_path / "placements"
