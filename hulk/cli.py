@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import inspect
+import logging
 import math
 import os
 import re
@@ -104,6 +105,21 @@ def _tolerant_output() -> None:
         reconfigure(errors="replace")
 
 
+class _WarningsToStderr(logging.Handler):
+    """Hulk's own log warnings (a lock another run holds) as a line on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        err.print(f"[yellow]note:[/yellow] {escape(record.getMessage())}")
+
+
+def _show_warnings() -> None:
+    logger = logging.getLogger("hulk")
+    if not any(isinstance(h, _WarningsToStderr) for h in logger.handlers):
+        handler = _WarningsToStderr(logging.WARNING)
+        logger.addHandler(handler)
+        logger.setLevel(min(logger.getEffectiveLevel(), logging.WARNING))
+
+
 @app.callback()
 def main(
     ctx: typer.Context,
@@ -116,6 +132,7 @@ def main(
     ] = False,
 ) -> None:
     _tolerant_output()
+    _show_warnings()
     try:
         given = getattr(ctx.get_parameter_source("params"), "name", None) == "COMMANDLINE"
         if given and not Path(params).is_file():
@@ -419,7 +436,12 @@ def _run_nightly(ctx: typer.Context, data: Path, total: float) -> None:
 @reports_errors
 def stage(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="Step of hulk/steps.py (a dvc.yaml stage).")],
+    name: Annotated[
+        str,
+        typer.Argument(
+            help=f"A step of hulk/steps.py (a dvc.yaml stage): {', '.join(steps.BY_NAME)}."
+        ),
+    ],
 ) -> None:
     """Run one step of the pipeline as dvc.yaml's stage of that name does (and write its
     metrics under DATA/metrics)."""
@@ -701,7 +723,8 @@ def assign(
     ] = None,
     seed: SeedOption = None,
 ) -> None:
-    """Place the jobs on the fleet; write DIR/<run-id>.json and DIR/latest.json."""
+    """Schedule (teacher, gnn) or place (A, B, C) the jobs on the fleet; write
+    <run-id>.json and latest.json in the placements folder (--out)."""
     settings = _settings(ctx, data)
     started = time.perf_counter()
     result = steps.run(
@@ -921,7 +944,10 @@ def replan(
 # --- hulk jobs: the scheduler's job store ----------------------------------------------------
 
 jobs_app = typer.Typer(
-    help="The job store (DATA/jobs/jobs.db): submit, cancel, finish and list jobs.",
+    help=(
+        "The job store (DATA/jobs/jobs.db): submit, cancel, finish and list jobs, report their "
+        "progress, read their history."
+    ),
     no_args_is_help=True,
 )
 app.add_typer(jobs_app, name="jobs")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import fcntl
+import logging
 import os
 import time
 from collections.abc import Iterator
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from hulk.errors import InputError, storage_error
 
+_log = logging.getLogger(__name__)
 LOCK_DIR = ".locks"
 # The rules of `folder_lock`'s refusals: the lock stays taken, or its file cannot be made.
 REFUSAL_RULES = ("lock.timeout", "lock.unwritable")
@@ -44,7 +46,8 @@ def is_refusal(exc: BaseException | None) -> bool:
 
 @contextmanager
 def folder_lock(data_dir: Path, name: str, timeout_s: float, poll_s: float = 0.2) -> Iterator[None]:
-    """Hold the data folder's lock `name` for the block; wait up to `timeout_s` for it.
+    """Hold the data folder's lock `name` for the block; wait up to `timeout_s` for it (a
+    warning on this module's logger when the wait begins, naming the lock and its holder).
 
     Raises `InputError` (rule ``lock.timeout``) naming the lock file and its holder when it
     stays taken, ``lock.unwritable`` when the lock file cannot be made (`is_refusal`).
@@ -59,13 +62,25 @@ def folder_lock(data_dir: Path, name: str, timeout_s: float, poll_s: float = 0.2
         ) from None
     try:
         deadline = time.monotonic() + timeout_s
+        told = False
         while True:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
+                holder = os.pread(handle, 200, 0).decode(errors="replace").strip()
+                if not told and timeout_s > 0:
+                    # Said once, so that a command waiting minutes for a nightly is not taken
+                    # for a hung one (the CLI prints this logger's warnings).
+                    _log.warning(
+                        "waiting for %s: another %s run holds the data folder (%s); up to %g s",
+                        path,
+                        name,
+                        holder or "holder unknown",
+                        timeout_s,
+                    )
+                    told = True
                 if time.monotonic() >= deadline:
-                    holder = os.pread(handle, 200, 0).decode(errors="replace").strip()
                     raise InputError(
                         path,
                         "lock.timeout",

@@ -37,9 +37,10 @@ midnight UTC) or not of years 1 to 9999 in UTC, a ``deadline`` not after ``submi
 more than `MAX_ITERATIONS` iterations (``jobs.too_long``: the store keeps iterations as 64-bit
 integers), a name outside ``[A-Za-z0-9._-]+`` and duplicate names; YAML aliases and files over
 1 MB are refused (rules ``jobs.yaml_alias``, ``jobs.too_large``). Every problem of the file is
-listed in the one error. An empty list (``jobs: []``) is refused (``jobs.empty``) unless the
-caller schedules (``allow_empty``): with the job store, a file with no upcoming jobs is how every
-one of them is withdrawn, and the jobs submitted with `hulk jobs submit` still run.
+listed in the one error (the rules between a job's fields once each of its fields is valid).
+An empty list (``jobs: []``) is refused (``jobs.empty``) unless the caller schedules
+(``allow_empty``): with the job store, a file with no upcoming jobs is how every one of them is
+withdrawn, and the jobs submitted with `hulk jobs submit` still run.
 """
 
 from __future__ import annotations
@@ -583,6 +584,36 @@ def _entries(raw: object, source: str | Path | None, allow_empty: bool) -> list[
     return entries
 
 
+def _cross_field_problems(model: _JobModel, label: str) -> list[tuple[str, str]]:
+    """The rules between the fields of one job whose fields are each valid, all of them."""
+    problems = []
+    if model.micro_batch > model.global_batch:
+        problems.append(
+            (
+                "jobs.micro_batch_too_large",
+                f"{label}, field 'micro_batch': {model.micro_batch} exceeds "
+                f"global_batch {model.global_batch}",
+            )
+        )
+    if model.iterations is not None and model.tokens is not None:
+        problems.append(
+            ("jobs.length_twice", f"{label}, field 'tokens': give iterations or tokens, not both")
+        )
+    if (
+        model.submitted_at is not None
+        and model.deadline is not None
+        and model.deadline <= model.submitted_at
+    ):
+        problems.append(
+            (
+                "jobs.deadline_before_submission",
+                f"{label}, field 'deadline': {format_time(model.deadline)} is not after "
+                f"submitted_at {format_time(model.submitted_at)}",
+            )
+        )
+    return problems
+
+
 def parse_jobs(
     raw: object, source: str | Path | None = None, allow_empty: bool = False
 ) -> list[Job]:
@@ -602,51 +633,29 @@ def parse_jobs(
         if repeated:
             problems += repeated
             continue
+        # The name is checked on the entry as written, so that a duplicate is reported beside
+        # the job's other problems, not only once they are fixed.
+        name = entry.get("name")
+        duplicate = isinstance(name, str) and name in first_index
+        if duplicate:
+            problems.append(
+                (
+                    "jobs.duplicate_name",
+                    f"{label}, field 'name': {name!r} is already the name of "
+                    f"job {first_index[str(name)] + 1}",
+                )
+            )
+        elif isinstance(name, str):
+            first_index[name] = index
         try:
             model = _JobModel.model_validate(dict(entry))
         except ValidationError as exc:
             problems += [_describe(index, entry, error) for error in exc.errors()]
             continue
-        if model.micro_batch > model.global_batch:
-            problems.append(
-                (
-                    "jobs.micro_batch_too_large",
-                    f"{label}, field 'micro_batch': {model.micro_batch} exceeds "
-                    f"global_batch {model.global_batch}",
-                )
-            )
+        across = _cross_field_problems(model, label)
+        problems += across
+        if across or duplicate:
             continue
-        if model.iterations is not None and model.tokens is not None:
-            problems.append(
-                (
-                    "jobs.length_twice",
-                    f"{label}, field 'tokens': give iterations or tokens, not both",
-                )
-            )
-            continue
-        if (
-            model.submitted_at is not None
-            and model.deadline is not None
-            and model.deadline <= model.submitted_at
-        ):
-            problems.append(
-                (
-                    "jobs.deadline_before_submission",
-                    f"{label}, field 'deadline': {format_time(model.deadline)} is not after "
-                    f"submitted_at {format_time(model.submitted_at)}",
-                )
-            )
-            continue
-        if model.name in first_index:
-            problems.append(
-                (
-                    "jobs.duplicate_name",
-                    f"{label}, field 'name': {model.name!r} is already the name of "
-                    f"job {first_index[model.name] + 1}",
-                )
-            )
-            continue
-        first_index[model.name] = index
         fields = model.model_dump(exclude={"tokens"})
         job = Job(**fields)
         if model.tokens is not None:

@@ -461,17 +461,24 @@ class CorpusSettings(Section):
     @model_validator(mode="after")
     def _consistent(self) -> CorpusSettings:
         if self.min_machines > self.max_machines:
-            raise ValueError(f"min_machines ({self.min_machines}) exceeds max_machines")
+            raise ValueError(
+                f"min_machines ({self.min_machines}) exceeds max_machines ({self.max_machines})"
+            )
         if self.min_cities > self.max_cities:
-            raise ValueError(f"min_cities ({self.min_cities}) exceeds max_cities")
+            raise ValueError(
+                f"min_cities ({self.min_cities}) exceeds max_cities ({self.max_cities})"
+            )
         if self.min_jobs > self.max_jobs:
-            raise ValueError(f"min_jobs ({self.min_jobs}) exceeds max_jobs")
+            raise ValueError(f"min_jobs ({self.min_jobs}) exceeds max_jobs ({self.max_jobs})")
         if self.val_fraction + self.test_fraction >= 1:
-            raise ValueError("val_fraction + test_fraction must be below 1: no fleet would train")
+            raise ValueError(
+                f"val_fraction + test_fraction ({self.val_fraction} + {self.test_fraction}) "
+                "must be below 1: no fleet would train"
+            )
         for name in ("drained_fraction", "blocked_pair_fraction"):
             value = getattr(self, name)
             if value.low < 0 or value.high >= 1:
-                raise ValueError(f"{name} must lie within [0, 1)")
+                raise ValueError(f"{name} [{value.low}, {value.high}] must lie within [0, 1)")
         for name in ("params_scale", "batch_scale"):
             if getattr(self, name).low <= 0:
                 raise ValueError(f"{name} must be positive")
@@ -665,6 +672,9 @@ def _describe(error: ErrorDetails) -> str:
     kind = error["type"]
     if kind == "extra_forbidden":
         return f"{key}: unknown key"
+    if isinstance(error.get("input"), dict):
+        # A rule between a section's keys: the message names them and their values already.
+        return f"{key}: {error['msg']}"
     return f"{key}: {error['msg']} (got {error.get('input')!r})"
 
 

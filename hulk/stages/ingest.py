@@ -4,11 +4,12 @@ without the quarantined rows, validated (suite ``hulk.links``) before it is writ
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from hulk import fileio, schemas
-from hulk.data_folder import validated_quarantine
+from hulk.data_folder import VALIDATED, validated_quarantine, validated_record
 from hulk.findings import Finding, raise_on_errors
 from hulk.settings import Settings
 from hulk.stages import Progress, StepResult, Summary
@@ -50,6 +51,7 @@ def run(
     require_valid_inventory(inventory, inventory_file, settings.validation)
     findings: list[Finding] = []
     quarantine = validated_quarantine(logs_dir, inventory_file, data_dir)
+    validated_here = quarantine is None
     if quarantine is None:
         checked = validate_logs(
             logs_dir,
@@ -75,9 +77,17 @@ def run(
     data_dir.mkdir(parents=True, exist_ok=True)
     if (data_dir / schemas.INVENTORY_FILE).resolve() != inventory_file.resolve():
         fileio.write_csv(data_dir / schemas.INVENTORY_FILE, inventory)
+    outputs = {"links": links_path}
+    if validated_here:
+        # The rows left out of the link table, kept as `hulk validate` keeps them (and the
+        # record that lets the next ingest of these very logs reuse them).
+        outputs["quarantine"] = data_dir / schemas.QUARANTINE_FILE
+        fileio.write_parquet(outputs["quarantine"], quarantine)
+        record = validated_record(logs_dir, inventory_file, outputs["quarantine"])
+        fileio.write_text(data_dir / schemas.VALIDATION_DIR / VALIDATED, json.dumps(record) + "\n")
     fileio.write_parquet(links_path, links)
     return StepResult(
-        outputs={"links": links_path},
+        outputs=outputs,
         findings=findings,
         summary=IngestSummary(links=len(links), quarantined_rows=len(quarantine)),
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -146,6 +147,25 @@ def test_steps_one_by_one_and_ingest_reuses_validation(generated: Path, params: 
     # Same inputs, same bytes; --data names the folder as for every other step.
     assert invoke("--params", params, "ingest", "--data", generated).exit_code == 0
     assert (generated / "links.parquet").read_bytes() == first
+
+
+def test_ingest_of_other_logs_keeps_the_rows_it_quarantined(
+    generated: Path, params: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "mine"
+    logs, inventory = generated / "logs", generated / "machines.csv"
+    args = ("--params", params, "ingest", "--logs", logs, "--inventory", inventory, "--out", out)
+    result = invoke(*args)
+    assert result.exit_code == 0, result.output
+    quarantine = pd.read_parquet(out / "quarantine.parquet")
+    shown = re.search(r"quarantined_rows: (\d+)", result.output)
+    assert shown and int(shown[1]) == len(quarantine) > 0, result.output
+    # The next ingest of the same logs reuses them rather than validating again.
+    record = (out / "validation" / "validated.json").read_bytes()
+    again = invoke(*args)
+    assert again.exit_code == 0, again.output
+    assert (out / "validation" / "validated.json").read_bytes() == record
+    assert pd.read_parquet(out / "quarantine.parquet").equals(quarantine)
 
 
 @pytest.mark.slow

@@ -565,6 +565,36 @@ def test_job_file_structure_errors(tmp_path: Path) -> None:
             load_jobs(path)
 
 
+def test_field_rules_cross_field_rules_and_duplicate_names_are_listed_together(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "jobs.yaml"
+    bad_fields = {**GOOD, "name": "X1", "layers": 48.0, "colour": "red"}
+    across = {
+        **GOOD,
+        "name": "X2",
+        "global_batch": 8,
+        "micro_batch": 16,
+        "submitted_at": "2026-12-02",
+        "deadline": "2026-12-01",
+    }
+    path.write_text(
+        "jobs:\n" + "".join(_yaml_item(j) for j in (bad_fields, across, {**GOOD, "name": "X1"}))
+    )
+    with pytest.raises(InputError) as caught:
+        load_jobs(path)
+    shown = "\n".join(caught.value.examples)
+    assert len(caught.value.examples) == 5, shown
+    for expected in (
+        "job 1 ('X1'), field 'layers'",
+        "job 1 ('X1'), field 'colour': unknown key",
+        "job 2 ('X2'), field 'micro_batch': 16 exceeds global_batch 8",
+        "job 2 ('X2'), field 'deadline'",
+        "job 3 ('X1'), field 'name': 'X1' is already the name of job 1",
+    ):
+        assert expected in shown
+
+
 def test_every_problem_is_listed(tmp_path: Path) -> None:
     path = tmp_path / "jobs.yaml"
     path.write_text("jobs:\n" + _yaml_item({**GOOD, "layers": 0, "hidden": -1}))

@@ -234,6 +234,11 @@ def test_a_command_rewriting_the_nightlys_files_waits_for_the_nightly(
     with folder_lock(tiny, "nightly", 1.0):  # a nightly running on the folder
         graph = runner.invoke(app, ["--params", str(params), "graph", "--data", str(tiny)])
         assert graph.exit_code == 2 and "lock.timeout" in graph.output, graph.output
+        # It said it was waiting, for what and how long, before it gave up.
+        said = " ".join(graph.output.split())
+        assert "note: waiting for" in said and "another nightly run holds" in said, said
+        assert said.index("note: waiting for") < said.index("lock.timeout")
+        assert "up to 0.5 s" in said
         assert sorted(p.name for p in tiny.rglob("*") if ".locks" not in p.parts) == before
         jobs = runner.invoke(app, ["--params", str(params), "jobs", "list", "--data", str(tiny)])
         assert jobs.exit_code == 0, jobs.output  # the job store is the assign lock's

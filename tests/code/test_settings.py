@@ -192,3 +192,11 @@ def test_the_forms_duckdb_and_mlflow_take_are_accepted(key: str, value: str) -> 
 def test_bandwidth_tiers_must_cover_every_latency_in_order(tiers: list, problem: str) -> None:
     with pytest.raises(ConfigError, match=rf"graph\.bandwidth_tiers: .*{problem}"):
         settings_from_dict({"graph": {"bandwidth_tiers": tiers}})
+
+
+def test_a_rule_between_a_sections_keys_names_both_values_without_the_section() -> None:
+    with pytest.raises(ConfigError) as caught:
+        settings_from_dict({"corpus": {"max_machines": 10}})
+    message = str(caught.value)
+    assert "corpus: Value error, min_machines (20) exceeds max_machines (10)" in message
+    assert "(got {" not in message
