@@ -151,7 +151,9 @@ def load_frames(data_dir: Path, settings: Settings) -> tuple[pd.DataFrame, pd.Da
             "links.unknown_machine",
             f"{len(unknown)} link(s) name machines that are not in {inventory_file.name}: the "
             "link table was computed for another inventory. Run `hulk ingest` (or `hulk "
-            "import-hulk`) again",
+            "import-hulk`) again; to take a machine out of the fleet, keep its row with status "
+            "drained instead (its probes stay in the logs' window for up to "
+            "`ingest.window_days`)",
             unknown.head(5).to_dict("records"),
         )
     return inventory, links

@@ -277,22 +277,15 @@ def empty_window_error(log_set: LogSet, window: Window, detail: str) -> InputErr
 def check_parquet_columns(paths: Sequence[Path]) -> TsKind:
     """Check every file has the log columns with usable types (reads only the footers).
 
-    Returns whether `ts` is stored with a time zone ("utc": an absolute instant) or without one
-    ("naive": taken to be UTC); every file must agree.
+    Returns "naive" when every file stores `ts` without a time zone (taken to be UTC), else
+    "utc": DuckDB reads files of both kinds as instants, a naive one in the session's time zone,
+    UTC (collectors upgraded mid-window write both).
     """
-    kinds: dict[TsKind, Path] = {}
+    kinds: set[TsKind] = set()
     for path in paths:
         schema = checked_schema(path, LOG_RULES, "logs")
-        ts_type = schema.field("ts").type
-        kinds.setdefault("naive" if ts_type.tz is None else "utc", path)
-    if len(kinds) > 1:
-        raise InputError(
-            kinds["naive"],
-            "logs.schema",
-            f"column 'ts' has no time zone here but has one in {kinds['utc']}; "
-            "write every file with the same timestamp type",
-        )
-    return next(iter(kinds), "utc")
+        kinds.add("naive" if schema.field("ts").type.tz is None else "utc")
+    return "naive" if kinds == {"naive"} else "utc"
 
 
 def check_csv_columns(paths: Sequence[Path]) -> None:

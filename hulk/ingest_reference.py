@@ -36,7 +36,6 @@ from hulk.errors import InputError
 from hulk.ingest import (
     LOG_COLUMNS,
     LogSet,
-    TsKind,
     Window,
     check_columns,
     discover_logs,
@@ -74,20 +73,19 @@ def _read_csv(path: Path, columns: list[str]) -> pd.DataFrame:
     return frame
 
 
-def _read_file(
-    path: Path, fmt: str, window: Window, ts_kind: TsKind, columns: list[str]
-) -> pd.DataFrame:
+def _read_file(path: Path, fmt: str, window: Window, columns: list[str]) -> pd.DataFrame:
     """The probes of one file that fall in the window (closed interval), given columns only."""
     if fmt == "csv":
         frame = _read_csv(path, sorted(set(columns) | {"ts"}))
         inside = frame["ts"].between(window.start, window.end, inclusive="both")
         return frame.loc[inside, columns]
     lo, hi = window.start, window.end
-    if ts_kind == "naive":
+    naive = pq.read_schema(path).field("ts").type.tz is None  # per file: kinds may mix
+    if naive:
         lo, hi = lo.tz_localize(None), hi.tz_localize(None)
     table = pq.read_table(path, columns=columns, filters=[("ts", ">=", lo), ("ts", "<=", hi)])
     frame = table.to_pandas()
-    if "ts" in frame and ts_kind == "naive":
+    if "ts" in frame and naive:
         frame["ts"] = frame["ts"].dt.tz_localize("UTC")
     return frame
 
@@ -130,7 +128,7 @@ def _compact(
     )
 
 
-def _max_ts(log_set: LogSet, ts_kind: TsKind) -> pd.Timestamp:
+def _max_ts(log_set: LogSet) -> pd.Timestamp:
     """The latest probe time over every file."""
     latest: pd.Timestamp | None = None
     for log_file in log_set.files:
@@ -138,7 +136,7 @@ def _max_ts(log_set: LogSet, ts_kind: TsKind) -> pd.Timestamp:
             ts = _read_csv(log_file.path, ["ts"])["ts"]
         else:
             ts = pq.read_table(log_file.path, columns=["ts"]).to_pandas()["ts"]
-            if ts_kind == "naive":
+            if ts.dt.tz is None:  # per file: kinds may mix
                 ts = ts.dt.tz_localize("UTC")
         if ts.notna().any() and (latest is None or ts.max() > latest):
             latest = ts.max()
@@ -171,7 +169,6 @@ class _Job:
     log_set: LogSet
     window: Window
     files: list[Path]
-    ts_kind: TsKind
     keys: pd.DataFrame
     once: pd.DataFrame
     ids: np.ndarray
@@ -189,14 +186,15 @@ def _prepare(
     ids = inventory_ids(inventory)
     end = window_end if window_end is not None else partition_window_end(log_set)
     if end is None:  # unpartitioned files: every one is read to find the latest probe
-        end = _max_ts(log_set, check_columns(log_set, [f.path for f in log_set.files]))
+        check_columns(log_set, [f.path for f in log_set.files])
+        end = _max_ts(log_set)
     window = make_window(end, settings)
     files = files_in_window(log_set, window)
     if not files:
         raise empty_window_error(log_set, window, "no day= partition falls in the window")
-    ts_kind = check_columns(log_set, files)
+    check_columns(log_set, files)
     keys, once = quarantine_keys(quarantine)
-    return _Job(log_set, window, files, ts_kind, keys, once, ids)
+    return _Job(log_set, window, files, keys, once, ids)
 
 
 def _check_not_empty(job: _Job, n_window: int, n_fleet: int) -> None:
@@ -259,7 +257,7 @@ def link_stats_reference(
     ok_parts: list[pd.DataFrame] = []  # every successful probe: exact quantiles need them all
     for path in job.files:
         try:
-            frame = _read_file(path, job.log_set.format, job.window, job.ts_kind, columns)
+            frame = _read_file(path, job.log_set.format, job.window, columns)
         except pa.ArrowInvalid as exc:
             raise InputError(path, "logs.readable", str(exc)) from None
         n_window += len(frame)
@@ -276,6 +274,13 @@ def link_stats_reference(
     return _statistics(ok, attempted, probe_bytes, job.window)
 
 
+def _utc(frame: pd.DataFrame) -> pd.DataFrame:
+    """`ts` as UTC instants (a naive column is taken to be UTC)."""
+    if frame["ts"].dt.tz is None:
+        frame["ts"] = frame["ts"].dt.tz_localize("UTC")
+    return frame
+
+
 def _read_window(job: _Job) -> pd.DataFrame:
     """Every log column of every probe in the window, in one DataFrame."""
     columns = list(LOG_COLUMNS)
@@ -290,12 +295,12 @@ def _read_window(job: _Job) -> pd.DataFrame:
             # types differ (integer vs float elapsed times, say) are read one by one instead.
             try:
                 frame = pd.concat(
-                    [pd.read_parquet(path, columns=columns) for path in paths], ignore_index=True
+                    [_utc(pd.read_parquet(path, columns=columns)) for path in paths],
+                    ignore_index=True,
                 )
             except pa.ArrowException as exc:
                 raise InputError(job.log_set.root, "logs.readable", str(exc)) from None
-        if job.ts_kind == "naive":
-            frame["ts"] = frame["ts"].dt.tz_localize("UTC")
+        frame = _utc(frame)
     inside = frame["ts"].between(job.window.start, job.window.end, inclusive="both")
     return frame.loc[inside]
 

@@ -761,10 +761,15 @@ def _weigh_starts(
                 "no plan on the machines free now was made this round (its planning budget "
                 "was spent)"
                 if planner.made >= planner.budget
+                else "the machines free now cannot hold it"
+                if not holds
                 else "a job without a length takes only machines no later start needs, and "
                 "those free now cannot hold it"
-                if job.remaining is None and holds
-                else "the machines free now cannot hold it"
+                if job.remaining is None
+                # They hold its memory: either they are committed to jobs that start before
+                # it would finish, or no layout of its stages fits them.
+                else "the machines free now are needed by jobs starting before it would "
+                "finish, or no plan on them holds it"
             )
         seen.add(avail.tobytes())
         if best is not None and job.remaining is not None:

@@ -5,8 +5,9 @@
    anew, unless the placements file the run replaces shows jobs running; so is a store that
    holds no run, or only runs older than that file (`check_store_present`: the run is
    refused, nothing written).
-2. Machines that stopped reporting (the validation report's ``logs.stale_machine``) are
-   drained for this run, with a warning naming them.
+2. Machines that stopped reporting (the validation report's ``logs.stale_machine``), and
+   machines of the inventory the link table does not know yet (added since the last ingest),
+   are drained for this run, with a warning naming them.
 3. `hulk.scheduler.schedule` decides, with the stage planner, which job keeps, starts, waits,
    restarts or moves. When several jobs start now together, the placement strategy (the
    teacher's search, or the champion GNN) lays them out on the machines free after the run's
@@ -171,6 +172,27 @@ def not_reporting(data_dir: Path, fleet: Fleet) -> tuple[list[int], list[Finding
     )
     warning = Finding("warning", "assign.drained_not_reporting", str(report), message, len(drained))
     return drained, [warning]
+
+
+def unmeasured(
+    data_dir: Path, fleet: Fleet, links: pd.DataFrame
+) -> tuple[list[int], list[Finding]]:
+    """Active machines of the inventory that no link of the link table touches (added to
+    ``machines.csv`` since the last ingest: nothing is known of their network yet), and a
+    warning naming them; none when the link table is empty (a fleet of one machine)."""
+    if links.empty:
+        return [], []
+    linked = set(links["src"].tolist()) | set(links["dst"].tolist())
+    lonely = sorted(int(n) for n in fleet.node_ids[fleet.active] if int(n) not in linked)
+    if not lonely:
+        return [], []
+    message = (
+        f"{len(lonely)} active machine(s) of {schemas.INVENTORY_FILE} have no measured link in "
+        f"{schemas.LINKS_FILE} and are drained for this assignment until the nightly run (or "
+        f"`hulk ingest`) measures them: {lonely}"
+    )
+    where = str(Path(data_dir) / schemas.LINKS_FILE)
+    return lonely, [Finding("warning", "assign.drained_unmeasured", where, message, len(lonely))]
 
 
 def drain(fleet: Fleet, node_ids: Sequence[int]) -> Fleet:
@@ -753,6 +775,8 @@ def schedule_run(
     fleet, inventory, links = load_fleet(data_dir, settings)
     check_store_present(data_dir, [out_dir, Path(data_dir) / "placements"])
     drained, findings = not_reporting(data_dir, fleet)
+    lonely, unmeasured_findings = unmeasured(data_dir, fleet, links)
+    drained, findings = sorted({*drained, *lonely}), findings + unmeasured_findings
     fleet = drain(fleet, drained)
     if drained:
         inventory = inventory.copy()

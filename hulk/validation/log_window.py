@@ -6,6 +6,7 @@ itself (`LogWindow`: its bounds per day partition and its whole days)."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -52,8 +53,15 @@ def micros(stamp: pd.Timestamp) -> int:
 
 
 def window_findings(
-    totals: Totals, window: LogWindow, settings: ValidateSettings, where: str, batches: int
+    totals: Totals,
+    window: LogWindow,
+    settings: ValidateSettings,
+    where: str,
+    batches: int,
+    row_findings: Sequence[Finding] = (),
 ) -> list[Finding]:
+    """The window's rules; `row_findings` (the row rules' findings) say why, when every probe
+    was quarantined."""
     span = f"[{window.start.isoformat()}, {window.end.isoformat()}]"
     if totals.rows == 0:
         message = f"no probes in the window {span}: " + (
@@ -64,6 +72,11 @@ def window_findings(
         return [finding("error", "logs.empty_window", where, message)]
     if totals.kept == 0:
         message = f"all {plural(totals.rows, 'probe')} in the window {span} were quarantined"
+        causes = sorted((f for f in row_findings if f.count), key=lambda f: (-f.count, f.rule))
+        if causes:
+            # The row rules are warnings, which the error alone would not show.
+            counts = ", ".join(f"{f.rule} {f.count:,}" for f in causes[:4])
+            message += f" (rows by rule: {counts}; the most: {causes[0].message})"
         return [finding("error", "logs.empty_window", where, message, totals.rows)]
     found = []
     missing = [d for d in window.days() if d not in totals.days]

@@ -486,7 +486,7 @@ def merge_days(
 
     settings, window, where = plan.settings, plan.window, str(plan.logs_dir)
     findings = _row_findings(totals, where, settings)
-    findings += window_findings(totals, window, settings, where, len(plan.days))
+    findings += window_findings(totals, window, settings, where, len(plan.days), findings)
     quarantine = (
         pd.concat(totals.quarantine, ignore_index=True)
         if totals.quarantine
@@ -689,7 +689,8 @@ def _row_findings(totals: Totals, where: str, settings: ValidateSettings) -> lis
             ids = sorted(totals.unknown_ids)
             message = (
                 f"{plural(tally.count, 'probe')} {where_from} name machine(s) that are not in "
-                f"the inventory: {name_list(ids)}"
+                f"the inventory: {name_list(ids)}. A machine taken out of the fleet keeps its "
+                "row, with status drained, until its probes have left the window"
             )
             found.append(finding("error", rule, where, message, tally.count, tally.examples))
             continue

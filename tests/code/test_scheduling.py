@@ -167,6 +167,25 @@ def test_a_machine_that_stopped_reporting_moves_only_its_job(
     assert result.summary.queue is not None and result.summary.queue.drained == [silent]
 
 
+def test_a_machine_added_since_the_last_ingest_is_drained_until_it_is_measured(
+    tiny: Path, settings: Settings, tmp_path: Path
+) -> None:
+    import pandas as pd
+
+    inventory = pd.read_csv(tiny / "machines.csv")
+    newcomer = inventory.iloc[[0]].assign(node_id=6, memory_gb=1280.0)  # the largest machine
+    pd.concat([inventory, newcomer]).to_csv(tiny / "machines.csv", index=False)
+    jobs = write_jobs(tmp_path / "jobs.yaml", spec("bert", "BERT-large", iterations=1_000))
+    result = stage.run(
+        tiny, settings, jobs_file=jobs, strategy="teacher", out_dir=tiny / "pl", now=T0
+    )
+    doc = by_job(json.loads(result.outputs["placements"].read_text()))
+    assert doc["bert"]["action"] == "start" and 6 not in doc["bert"]["nodes"]
+    assert [w.rule for w in result.warnings] == ["assign.drained_unmeasured"]
+    assert "[6]" in result.warnings[0].message and "links.parquet" in result.warnings[0].message
+    assert result.summary.queue is not None and result.summary.queue.drained == [6]
+
+
 def test_a_run_at_the_same_clock_with_nothing_changed_gives_the_same_estimates(
     tiny: Path, settings: Settings, tmp_path: Path
 ) -> None:

@@ -319,6 +319,28 @@ def test_naive_parquet_timestamps_are_utc(tmp_path: Path, ingest, impl) -> None:
     assert row(impl(naive, inventory(1, 2, 3), ingest, quarantine=quarantine), 1, 2)["samples"] == 4
 
 
+@pytest.mark.parametrize("impl", IMPLS)
+def test_partitions_with_and_without_a_time_zone_read_as_one_window(
+    tmp_path: Path, ingest, impl
+) -> None:
+    # A collector upgraded mid-window: its older days naive (UTC), its newer ones zoned.
+    rows = random_logs(5)
+    utc = write_logs(tmp_path / "utc", rows)
+    mixed = write_logs(tmp_path / "mixed", rows)
+    days = sorted(mixed.glob("day=*"))
+    assert len(days) == 4
+    for day in days[:2]:
+        part = pq.read_table(day / "part-0.parquet").to_pandas()
+        naive = part.assign(ts=part["ts"].dt.tz_localize(None))
+        pq.write_table(pa.Table.from_pandas(naive, preserve_index=False), day / "part-0.parquet")
+    ids = inventory(0, 1, 2, 3, 4)
+    quarantine = rows.iloc[[0, 1, 2]]
+    for kwargs in ({}, {"quarantine": quarantine}):
+        pd.testing.assert_frame_equal(
+            impl(mixed, ids, ingest, **kwargs), link_stats(utc, ids, ingest, **kwargs)
+        )
+
+
 def random_logs(seed: int, days: int = 4) -> pd.DataFrame:
     """A few machines (one unknown), random latencies, losses, sizes and statuses."""
     rng = np.random.default_rng(seed)

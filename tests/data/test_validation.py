@@ -417,7 +417,13 @@ def test_empty_window_is_an_error(tmp_path):
 def test_window_with_every_row_quarantined_is_empty(tmp_path):
     frame = make_days()[LATE].assign(dst=lambda f: f["src"])
     _, result = check_logs(tmp_path, {LATE: frame.drop_duplicates(list(schemas.LOG_KEY))})
-    assert by_rule(result.findings, "logs.empty_window").severity == "error"
+    empty = by_rule(result.findings, "logs.empty_window")
+    assert empty.severity == "error"
+    # The error says which rule quarantined them (a warning, which the error alone would hide).
+    cause = by_rule(result.findings, "logs.self_loop")
+    assert f"(rows by rule: logs.self_loop {cause.count:,}; the most: {cause.message})" in (
+        empty.message
+    )
 
 
 def test_missing_days_are_named(tmp_path):

@@ -215,6 +215,22 @@ def test_a_waiting_reason_says_why_nothing_starts_now() -> None:
     reasons = [d.reason or "" for d in found.decisions if d.action == WAIT]
     assert any("its planning budget was spent" in r for r in reasons), reasons
     assert not any("cannot hold it" in r for r in reasons), reasons
+    # (c) the free machines hold it, but the job before it in line needs them before it would
+    # finish.
+    long = replace(BERT, name="long")
+    found = schedule(
+        fleet,
+        [busy],
+        [Waiting(wide, 10, 0.0), Waiting(long, 10_000_000, 0.0)],
+        SchedulerSettings(max_moves_per_run=0),
+        planner(fleet),
+    )
+    waiting = named(found, "long")
+    assert waiting.action == WAIT and "wide" in waiting.waits_for
+    assert (waiting.reason or "").endswith(
+        ": the machines free now are needed by jobs starting before it would finish, or no plan "
+        "on them holds it"
+    ), waiting.reason
 
 
 def test_a_job_waits_for_drained_machines_it_needs_and_never_only_beyond_the_fleet() -> None:
