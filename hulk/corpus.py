@@ -83,6 +83,7 @@ import json
 import math
 import multiprocessing
 import os
+import pickle
 import shutil
 import sys
 import time
@@ -98,7 +99,7 @@ import torch
 
 from hulk import fileio, schemas
 from hulk.cost import Fleet
-from hulk.errors import ConfigError
+from hulk.errors import ConfigError, InputError
 from hulk.features import JOB_FEATURES, encode_inputs
 from hulk.generate import expected_links
 from hulk.graph import EDGE_FEATURES, NODE_FEATURES
@@ -613,13 +614,33 @@ def save_corpus(corpus: Corpus, path: str | Path) -> Path:
     return target
 
 
+_REBUILD = (
+    "the file does not match {what}: `hulk stage corpus` (or the nightly run) takes it from "
+    "the data folder's cache or builds it again"
+)
+
+
 def load_corpus(path: str | Path) -> Corpus:
     """Read a corpus written by `save_corpus` (``weights_only=True``; no arbitrary code runs).
 
-    Raises `ValueError` when the file's format or feature names differ from this code's.
+    Raises `ValueError` when the file's format or feature names differ from this code's, and
+    `InputError` (``corpus.corrupt``) when its bytes are not those its manifest records or
+    cannot be read (the corpus step builds it again, or takes it from the cache).
     """
     path = Path(path)
-    payload = torch.load(path, weights_only=True)
+    manifest_file = manifest_path(path)
+    manifest = (
+        json.loads(manifest_file.read_text(encoding="utf-8")) if manifest_file.exists() else {}
+    )
+    recorded = manifest.get("sha256") if isinstance(manifest, dict) else None
+    if recorded is not None and recorded != fileio.sha256_file(path):
+        raise InputError(path, "corpus.corrupt", _REBUILD.format(what="its manifest's sha256"))
+    try:
+        payload = torch.load(path, weights_only=True)
+    except (RuntimeError, EOFError, OSError, pickle.UnpicklingError) as exc:
+        raise InputError(
+            path, "corpus.corrupt", f"not readable ({exc}); " + _REBUILD.format(what="a corpus")
+        ) from None
     if payload.get("format") != FORMAT:
         raise ValueError(f"{path}: corpus format {payload.get('format')!r}, expected {FORMAT}")
     expected = {
@@ -630,10 +651,6 @@ def load_corpus(path: str | Path) -> Corpus:
     for key, names in expected.items():
         if payload.get(key) != names:
             raise ValueError(f"{path}: {key} {payload.get(key)} differ from the code's {names}")
-    manifest_file = manifest_path(path)
-    manifest = (
-        json.loads(manifest_file.read_text(encoding="utf-8")) if manifest_file.exists() else {}
-    )
     splits = payload["splits"]
     return Corpus(
         train=list(splits["train"]),

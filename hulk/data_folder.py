@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
+import pyarrow as pa
 
 from hulk import fileio, schemas
 from hulk.errors import InputError
@@ -142,7 +143,14 @@ def load_frames(data_dir: Path, settings: Settings) -> tuple[pd.DataFrame, pd.Da
     inventory_file = data_dir / schemas.INVENTORY_FILE
     inventory = read_inventory(inventory_file)
     require_valid_inventory(inventory, inventory_file, settings.validation)
-    links = pd.read_parquet(links_file)
+    try:
+        links = pd.read_parquet(links_file)
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(
+            links_file,
+            "links.readable",
+            f"not a readable Parquet file ({exc}): run `hulk ingest` (or the nightly) again",
+        ) from None
     ids = inventory["node_id"].to_numpy()
     unknown = links.loc[~(links["src"].isin(ids) & links["dst"].isin(ids)), ["src", "dst"]]
     if len(unknown):

@@ -59,8 +59,15 @@ STALE_TEMPORARY_S = 3600.0  # a writer holds its temporary for seconds; an hour-
 def _sweep_stale_temporaries(path: Path, keep: Path) -> None:
     """Remove the temporaries of `path` that writers killed mid-write left (``kill -9``):
     older than `STALE_TEMPORARY_S`, so never one a live writer still fills."""
+    sweep_stale_temporaries(path.parent, f".{glob.escape(path.name)}.*.tmp", keep)
+
+
+def sweep_stale_temporaries(folder: Path, pattern: str, keep: Path | None = None) -> None:
+    """Remove the temporaries matching `pattern` in `folder` older than `STALE_TEMPORARY_S`
+    (writers killed mid-write left them); for outputs whose names never repeat, such as a
+    run's own file, which no later write of the same name would sweep."""
     cutoff = time.time() - STALE_TEMPORARY_S
-    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+    for stale in folder.glob(pattern):
         try:
             if stale != keep and stale.is_file() and stale.stat().st_mtime < cutoff:
                 stale.unlink()

@@ -82,6 +82,7 @@ WITHDRAWN = "removed from the jobs file"  # the reason of a job the file no long
 # 3: the scheduling runs (`runs`).
 _FORMAT = 3
 RUNS_KEPT = 1_000  # the newest scheduling runs the store remembers
+BUSY_TIMEOUT_S = 60.0  # how long a command waits for another process's write to the store
 
 # The tables as format 1 made them; a new store gets them, then the columns added since.
 _SCHEMA = (
@@ -352,7 +353,7 @@ class JobStore:
         elif not self.path.exists():
             target = ":memory:"  # no store yet: no job, and none made by reading
         try:
-            self.db = sqlite3.connect(target, timeout=60, isolation_level=None)
+            self.db = sqlite3.connect(target, timeout=BUSY_TIMEOUT_S, isolation_level=None)
             version = self._version()
             if version != _FORMAT:
                 self._upgrade(version)
@@ -360,7 +361,7 @@ class JobStore:
                 self._check_tables()
         except sqlite3.DatabaseError as exc:
             self.close()
-            raise InputError(self.path, "jobs_db.readable", f"not a job store: {exc}") from None
+            raise _busy_or(exc, self.path) from None
         except InputError:
             self.close()
             raise
@@ -428,11 +429,14 @@ class JobStore:
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """All changes inside land together or not at all. Nested, the inner block is a
-        savepoint of the outer: an assign run's changes commit as one when it has written its
-        placements, and none of them when it fails."""
+        savepoint of the outer: an assign run's changes commit as one before its placements
+        are renamed into place, and none of them when it fails."""
+        savepoint = f"hulk_{self._depth + 1}"
+        try:
+            self.db.execute("BEGIN IMMEDIATE" if self._depth == 0 else f"SAVEPOINT {savepoint}")
+        except sqlite3.OperationalError as exc:
+            raise _busy_or(exc, self.path) from None
         self._depth += 1
-        savepoint = f"hulk_{self._depth}"
-        self.db.execute("BEGIN IMMEDIATE" if self._depth == 1 else f"SAVEPOINT {savepoint}")
         try:
             yield
         except BaseException:
@@ -887,6 +891,19 @@ def _name_taken(have: JobState, job: Job) -> str | None:
             "again; give the file's job a new name"
         )
     return None
+
+
+def _busy_or(exc: sqlite3.DatabaseError, path: Path) -> InputError:
+    """The error for a store SQLite refused: held by another process (``jobs_db.busy``: try
+    again), or not a job store (``jobs_db.readable``)."""
+    if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+        return InputError(
+            path,
+            "jobs_db.busy",
+            f"another process holds the job store ({exc}) past the wait: nothing was changed; "
+            "run again once it is done",
+        )
+    return InputError(path, "jobs_db.readable", f"not a job store: {exc}")
 
 
 def _resized_while_running(have: JobState, job: Job) -> str | None:

@@ -345,3 +345,5 @@ def staged_placements(
         if latest_tmp is not None:
             latest_tmp.write_text(text, encoding="utf-8")
         yield path
+    # Every run file has a name of its own: a killed run's temporary is swept here.
+    fileio.sweep_stale_temporaries(out_dir, ".*.json.*.tmp")

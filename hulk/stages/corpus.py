@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hulk import fileio
 from hulk.settings import Settings
 from hulk.stages import Progress, StepResult, Summary
 
@@ -54,6 +55,8 @@ def _saved_at_path(settings: Settings, seed: int) -> bool:
         isinstance(manifest, dict)
         and manifest.get("seed") == seed
         and manifest.get("inputs") == corpora.corpus_inputs(settings)
+        # The bytes its manifest records: a damaged file is taken from the cache or rebuilt.
+        and manifest.get("sha256") == fileio.sha256_file(path)
     )
 
 

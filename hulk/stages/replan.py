@@ -80,6 +80,7 @@ def run(
     )
     from hulk.assign import replan as replan_jobs
     from hulk.cost import Fleet
+    from hulk.folder_lock import folder_lock
     from hulk.placements_read import read_placements
     from hulk.stages.scheduling import running_jobs
 
@@ -169,8 +170,11 @@ def run(
         model=before.doc.get("model"),
         extra={"replan": record},
     )
-    running = running_jobs(data_dir, out_dir)
-    path = pl.write_placements(doc, out_dir, publish=not running)
+    # The published placements are the assign lock's (`hulk.folder_lock`): whether jobs run,
+    # and latest.json with them, are read and written while no assign run is writing them.
+    with folder_lock(data_dir, "assign", settings.scheduler.lock_timeout_s):
+        running = running_jobs(data_dir, out_dir)
+        path = pl.write_placements(doc, out_dir, publish=not running)
     return StepResult(
         outputs={"placements": path} | ({} if running else {"latest": out_dir / pl.LATEST}),
         findings=findings,

@@ -278,6 +278,21 @@ def test_replan_moves_only_the_job_on_the_failed_machine(tiny: Path, tmp_path: P
     assert after["fleet"]["inventory"] == inventory
 
 
+def test_replan_waits_for_an_assign_run_before_it_publishes(tiny: Path, tmp_path: Path) -> None:
+    from hulk.folder_lock import folder_lock
+
+    path = _concurrent_file(tiny, tmp_path)
+    latest = (path.parent / "latest.json").read_bytes()
+    lost = json.loads(path.read_text())["jobs"][0]["nodes"][0]
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({**FAST, "scheduler": {"lock_timeout_s": 0.3}}))
+    with folder_lock(tiny, "assign", 1.0):  # an assign run writing the placements
+        args = ("--params", params, "replan", "--data", tiny, "--placements", path)
+        result = invoke(*args, "--fail", lost)
+        assert result.exit_code == 2 and "lock.timeout" in result.output, result.output
+        assert (path.parent / "latest.json").read_bytes() == latest
+
+
 def test_replan_with_added_machines(tiny: Path, tmp_path: Path) -> None:
     path = _concurrent_file(tiny, tmp_path)
     nodes = tmp_path / "new_nodes.csv"

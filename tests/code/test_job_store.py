@@ -490,3 +490,21 @@ def test_progress_says_what_it_stored(data: Path, done: str, shown: str) -> None
 def test_a_negative_progress_is_hulks_error_not_an_unknown_option(data: Path) -> None:
     code, output = jobs_command(data, "progress", "run", "-5")
     assert code == 2 and "[jobs.bad_progress] run: iterations done -5" in output, output
+
+
+def test_a_store_another_process_holds_is_busy_not_damaged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hulk import job_store
+
+    path = tmp_path / "jobs.db"
+    JobStore(path).close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # another process writing it
+    monkeypatch.setattr(job_store, "BUSY_TIMEOUT_S", 0.1)
+    try:
+        with pytest.raises(InputError, match=r"jobs_db\.busy.*nothing was changed"):
+            JobStore(path).close()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()

@@ -438,6 +438,20 @@ def test_an_empty_jobs_file_schedules_the_stores_jobs(tiny: Path, tmp_path: Path
     assert compared.exit_code == 2 and "jobs.empty" in compared.output, compared.output
 
 
+def test_a_damaged_link_table_is_named_and_the_placements_kept(tiny: Path, tmp_path: Path) -> None:
+    jobs = write_jobs(tmp_path / "jobs.yaml", spec("bert", "BERT-large", iterations=1_000))
+    args = ["assign", "--data", str(tiny), "--jobs", str(jobs), "--strategy", "teacher"]
+    assert runner.invoke(app, args).exit_code == 0
+    latest = (tiny / "placements" / "latest.json").read_bytes()
+    links = tiny / "links.parquet"
+    links.write_bytes(links.read_bytes()[:100])  # cut short: no Parquet footer
+    damaged = runner.invoke(app, args)
+    said = " ".join(damaged.output.split())
+    assert damaged.exit_code == 2 and "Traceback" not in said, said
+    assert f"{links}: [links.readable] not a readable Parquet file" in said
+    assert (tiny / "placements" / "latest.json").read_bytes() == latest
+
+
 def test_jobs_commands(tiny: Path, tmp_path: Path) -> None:
     jobs = write_jobs(
         tmp_path / "more.yaml",

@@ -95,6 +95,23 @@ def test_a_changed_cache_entry_is_not_used(built: Settings, tmp_path: Path) -> N
     assert stage.run(moved).summary.reused is False
 
 
+def test_a_damaged_corpus_is_named_and_taken_again_from_the_cache(
+    built: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hulk.errors import InputError
+
+    path = built.corpus.path
+    good = path.read_bytes()
+    path.unlink()  # the cache entry is a hard link: a new file of other bytes, not an edit
+    path.write_bytes(good[: len(good) // 2])
+    with pytest.raises(InputError, match=r"corpus\.corrupt.*does not match its manifest"):
+        corpora.load_corpus(path)  # what training reads: named, not a traceback
+    assert corpora.cached_corpus(built, built.seed) is not None  # the cache's copy is whole
+    _no_labelling(monkeypatch)
+    assert stage.run(built).summary.reused is True
+    assert path.read_bytes() == good
+
+
 @pytest.mark.slow
 def test_the_cache_keeps_the_newest_entries(tmp_path: Path) -> None:
     for fleets in range(1, corpora.CACHE_KEEP + 2):

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from hulk import fileio
 from hulk.corpus import (
     SPLITS,
     Corpus,
@@ -338,6 +339,10 @@ def test_load_rejects_other_feature_names(corpus: Corpus, tmp_path: Path) -> Non
     raw = torch.load(path, weights_only=True)
     raw["job_features"] = ["something", "else"]
     torch.save(raw, path)
+    # As other code would have written it: its manifest records those bytes.
+    manifest = manifest_path(path)
+    record = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**record, "sha256": fileio.sha256_file(path)}))
     with pytest.raises(ValueError, match="job_features"):
         load_corpus(path)
 

@@ -204,6 +204,19 @@ def test_a_run_id_written_twice_is_a_second_run_file_listed_after_the_first(
     assert pl.run_files(out) == [first, second]
 
 
+def test_a_killed_runs_temporary_is_swept_by_a_later_run(tmp_path: Path) -> None:
+    out = tmp_path / "placements"
+    out.mkdir()
+    dead = out / ".2026-11-20T02-00-00Z-abcdef.json.k1x2.tmp"  # its writer was killed
+    live = out / ".2026-11-20T02-15-00Z-abcdef.json.k3x4.tmp"  # a writer still at work
+    for temporary in (dead, live):
+        temporary.write_text("{")
+    hour_ago = dead.stat().st_mtime - 2 * fileio.STALE_TEMPORARY_S
+    os.utime(dead, (hour_ago, hour_ago))
+    pl.write_placements(document(tiny_fleet()), out)
+    assert not dead.exists() and live.exists()
+
+
 def test_failed_write_keeps_the_old_latest(tmp_path: Path, monkeypatch) -> None:
     fleet = tiny_fleet()
     out = tmp_path / "placements"
