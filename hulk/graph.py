@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import pickle
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -266,8 +267,15 @@ def save_fleet_graph(
 
 
 def load_fleet_data(graph_dir: Path) -> Data:
-    """Load the PyG graph without unpickling arbitrary code."""
-    saved = torch.load(graph_dir / GRAPH_TENSORS, weights_only=True)
+    """Load the PyG graph without unpickling arbitrary code; `InputError` (``graph.stale``)
+    naming the file when it cannot be read (cut short, damaged)."""
+    path = graph_dir / GRAPH_TENSORS
+    try:
+        saved = torch.load(path, weights_only=True)
+    except (RuntimeError, EOFError, OSError, pickle.UnpicklingError) as exc:
+        raise InputError(
+            path, "graph.stale", f"not readable ({exc}): run `hulk graph` (the nightly flow does)"
+        ) from None
     return Data(
         x=saved["x"],
         edge_index=saved["edge_index"],

@@ -290,6 +290,14 @@ def _ensure_registered_model(client: MlflowClient, name: str) -> None:
             raise
 
 
+def _end_dead_runs(client: Any, experiment_id: str) -> None:
+    """Mark FAILED the training runs still RUNNING: training runs under the data folder's
+    nightly lock, so one still running when another starts was left by a process that died
+    midway (killed, a full disk), and the UI would show it running for ever."""
+    for run in client.search_runs([experiment_id], filter_string="attributes.status = 'RUNNING'"):
+        client.set_terminated(run.info.run_id, status="FAILED")
+
+
 def log_training_run(
     settings: Settings,
     params: Mapping[str, Any],
@@ -355,6 +363,7 @@ def log_training_run(
 
     with tracking(settings) as track:
         client = track.client
+        _end_dead_runs(client, track.experiment_id)
         now = int(time.time() * 1000)
         ends = _epoch_end_ms(history, now, seconds_key)
         started = ends[0] - round(_seconds(history[0], seconds_key) * 1000) if history else now
@@ -465,7 +474,7 @@ def _no_model(alias: str) -> InputError:
 def _local_version(settings: Settings, alias: str) -> LocalVersion | None:
     """`alias`'s version read without MLflow from a local sqlite registry (`hulk.registry_read`),
     or None when MLflow must answer. Raises the no-model error when the alias is not set."""
-    from hulk.registry_read import NoAlias, read_alias
+    from hulk.registry_read import NoAlias, RegistryBusy, read_alias
 
     db = sqlite_path(settings)
     if db is None or not db.is_file():
@@ -475,6 +484,11 @@ def _local_version(settings: Settings, alias: str) -> LocalVersion | None:
         return read_alias(db, settings.mlflow.registered_model, alias)
     except NoAlias:
         raise _no_model(alias) from None
+    except RegistryBusy as exc:
+        # As a server that does not answer: an assign run places with the teacher meanwhile.
+        raise InputError(
+            db, "mlflow.unreachable", f"the registry is held by another process ({exc})"
+        ) from None
 
 
 def champion_exists(settings: Settings) -> bool:
@@ -485,7 +499,9 @@ def champion_exists(settings: Settings) -> bool:
     try:
         if _local_version(settings, CHAMPION) is not None:
             return True
-    except InputError:
+    except InputError as exc:
+        if exc.rule == "mlflow.unreachable":
+            raise  # MLflow would wait on the same lock
         return False
     client = _existingmlflow_client(settings)
     return client is not None and (

@@ -39,22 +39,35 @@ class NoAlias(Exception):
     """The registry holds no version with the alias (or no such registered model)."""
 
 
+class RegistryBusy(Exception):
+    """Another process holds the registry database past the wait (a nightly registering a
+    model): MLflow would wait on the same lock, minutes, before it failed."""
+
+
+BUSY_TIMEOUT_S = 30.0  # how long a read waits for another process's write
+
+
 def read_alias(db_path: Path, name: str, alias: str) -> LocalVersion | None:
     """The version `alias` of registered model `name` points at, from the sqlite file `db_path`.
 
-    Raises `NoAlias` when the registry has no such alias; returns None when MLflow must answer
-    instead (see the module docstring).
+    Raises `NoAlias` when the registry has no such alias, `RegistryBusy` when another process
+    holds the database past `BUSY_TIMEOUT_S`; returns None when MLflow must answer instead (see
+    the module docstring).
     """
     if not db_path.is_file():
         return None
     try:
-        db = sqlite3.connect(f"{db_path.as_uri()}?mode=ro", uri=True, timeout=30)
+        db = sqlite3.connect(f"{db_path.as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
     except sqlite3.Error:
         return None
     with contextlib.closing(db):
         try:
             return _read(db, name, alias)
-        except sqlite3.Error:  # not MLflow's tables, or another schema: MLflow knows
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc):
+                raise RegistryBusy(f"{db_path}: {exc}") from None
+            return None  # not MLflow's tables, or another schema: MLflow knows
+        except sqlite3.Error:
             return None
 
 

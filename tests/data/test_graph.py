@@ -148,6 +148,10 @@ def test_saved_snapshot_loads_without_pickled_code(tmp_path: Path, settings: Set
     save_fleet_graph(fleet, tmp_path, inventory_sha256="def")
     # Byte for byte, the tensors too (torch names a saved archive's folder after its file).
     assert {name: (tmp_path / name).read_bytes() for name in first} == first
+    # Cut short, the tensors are named, with the way out, not a torch traceback.
+    (tmp_path / "fleet.pt").write_bytes(first["fleet.pt"][:200])
+    with pytest.raises(InputError, match=r"fleet\.pt: \[graph\.stale\] not readable.*hulk graph"):
+        load_fleet_data(tmp_path)
 
 
 def test_hulk47_graph(hulk47: Path, settings: Settings) -> None:

@@ -176,3 +176,27 @@ def test_a_refused_gnn_plan_is_named_in_the_placements_file(
     assert doc["queue"]["actions"] == {"start": 2}
     assert "refused for this test" in (doc["model"]["fallback"] or "")
     assert "[assign.gnn_fallback]" in result.output  # and the run says so
+
+
+def test_a_registry_another_process_holds_leaves_the_run_to_the_teacher(
+    champion_folder: tuple[Path, Path, Settings], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlite3
+
+    from hulk import registry_read
+    from hulk.stages import assign as stage
+
+    data, jobs_file, settings = champion_folder
+    database = registry.sqlite_path(settings)
+    assert database is not None and database.is_file()
+    holder = sqlite3.connect(database, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # a nightly registering its model
+    monkeypatch.setattr(registry_read, "BUSY_TIMEOUT_S", 0.1)
+    try:
+        result = stage.run(data, settings, jobs_file=jobs_file, strategy="auto")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert result.summary.strategy == "teacher"
+    assert [w.rule for w in result.warnings] == ["mlflow.unreachable"]
+    assert "held by another process" in result.warnings[0].message

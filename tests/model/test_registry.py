@@ -567,3 +567,18 @@ def test_a_tracking_server_that_does_not_answer_is_named_at_once(tmp_path: Path)
             registry.require_reachable(on(f"http://127.0.0.1:{server.server_address[1]}"))
             answering.join()
     registry.require_reachable(on("sqlite:///mlruns.db"))  # local: nothing to reach
+
+
+def test_a_training_run_left_running_by_a_dead_process_is_marked_failed(
+    history: History, tmp_path: Path
+) -> None:
+    # Last in the module: it adds a version to the shared registry.
+    settings = history.settings
+    with registry.tracking(settings) as track:
+        dead = track.client.create_run(track.experiment_id, run_name="killed").info.run_id
+    plots = tmp_path / "curves.png"
+    plots.write_bytes(PLOT)
+    version = _train(settings, seed=9, ratio=1.5, plots=plots)
+    with registry.tracking(settings) as track:
+        assert track.client.get_run(dead).info.status == "FAILED"
+        assert track.client.get_run(version.run_id).info.status == "FINISHED"
