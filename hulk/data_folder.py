@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,7 @@ import pyarrow as pa
 
 from hulk import fileio, schemas
 from hulk.errors import InputError
+from hulk.findings import Finding
 from hulk.settings import Settings
 
 if TYPE_CHECKING:
@@ -91,12 +93,24 @@ def logs_fingerprint(logs_dir: Path, inventory_file: Path) -> str:
     return digest.hexdigest()
 
 
-def validated_record(logs_dir: Path, inventory_file: Path, quarantine_path: Path) -> dict:
+STALE_RULE = "logs.stale_machine"
+
+
+def validated_record(
+    logs_dir: Path,
+    inventory_file: Path,
+    quarantine_path: Path,
+    findings: Sequence[Finding] = (),
+) -> dict:
     """What validated.json holds: the fingerprint of the logs and inventory a successful
-    validation checked, and the sha256 of the quarantine it wrote for them."""
+    validation checked, the sha256 of the quarantine it wrote for them, and the machines its
+    `findings` found silent in the newest day (``logs.stale_machine``: the assign runs drain
+    them until the next validation)."""
+    silent = {n for f in findings if f.rule == STALE_RULE for n in f.machines}
     return {
         "logs_fingerprint": logs_fingerprint(logs_dir, inventory_file),
         "quarantine_sha256": fileio.sha256_file(quarantine_path),
+        "stale_machines": sorted(int(n) for n in silent),
     }
 
 
@@ -117,9 +131,9 @@ def validated_quarantine(
         record = json.loads(record_path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError):
         return None  # unreadable: validate again rather than trust it
-    if not isinstance(record, dict) or record != validated_record(
-        logs_dir, inventory_file, quarantine_path
-    ):
+    wanted = validated_record(logs_dir, inventory_file, quarantine_path)
+    same = ("logs_fingerprint", "quarantine_sha256")  # what vouches for the quarantine
+    if not isinstance(record, dict) or any(record.get(k) != wanted[k] for k in same):
         return None
     return pd.read_parquet(quarantine_path)
 

@@ -52,6 +52,7 @@ def run(
     findings: list[Finding] = []
     quarantine = validated_quarantine(logs_dir, inventory_file, data_dir)
     validated_here = quarantine is None
+    logs_findings: list[Finding] = []
     if quarantine is None:
         checked = validate_logs(
             logs_dir,
@@ -64,6 +65,7 @@ def run(
             window_end=window_end,
         )
         findings += checked.findings
+        logs_findings = checked.findings
         raise_on_errors(findings)
         quarantine = checked.quarantine
     links = link_stats(
@@ -79,11 +81,12 @@ def run(
         fileio.write_csv(data_dir / schemas.INVENTORY_FILE, inventory)
     outputs = {"links": links_path}
     if validated_here:
-        # The rows left out of the link table, kept as `hulk validate` keeps them (and the
-        # record that lets the next ingest of these very logs reuse them).
+        # The rows left out of the link table, kept as `hulk validate` keeps them, and the
+        # record that lets the next ingest of these very logs reuse them (and tells the assign
+        # runs which machines went silent).
         outputs["quarantine"] = data_dir / schemas.QUARANTINE_FILE
         fileio.write_parquet(outputs["quarantine"], quarantine)
-        record = validated_record(logs_dir, inventory_file, outputs["quarantine"])
+        record = validated_record(logs_dir, inventory_file, outputs["quarantine"], logs_findings)
         fileio.write_text(data_dir / schemas.VALIDATION_DIR / VALIDATED, json.dumps(record) + "\n")
     fileio.write_parquet(links_path, links)
     return StepResult(

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from hulk import schemas
-from hulk.data_folder import load_fleet
+from hulk.data_folder import STALE_RULE, load_fleet
 from hulk.errors import InputError
 from hulk.findings import Finding
 from hulk.job_store import QUEUED, RUNNING, SUBMITTED, JobState, JobStore
@@ -53,7 +53,6 @@ if TYPE_CHECKING:
     from hulk.stages.assign import AssignSummary, Champion
 
 JOBS_DB = "jobs/jobs.db"
-STALE_RULE = "logs.stale_machine"
 
 
 def jobs_db(data_dir: Path) -> Path:
@@ -148,20 +147,27 @@ def check_store_present(data_dir: Path, placements_dirs: Sequence[Path]) -> None
 
 def not_reporting(data_dir: Path, fleet: Fleet) -> tuple[list[int], list[Finding]]:
     """Active machines the last validation found silent in the newest day of logs (node ids of
-    this fleet), and a warning naming them; nothing without a validation report."""
-    report = Path(data_dir) / schemas.VALIDATION_DIR / "report.json"
-    try:
-        findings = json.loads(report.read_text(encoding="utf-8")).get("findings", [])
-    except (OSError, ValueError, AttributeError):
-        return [], []
+    this fleet), and a warning naming them; nothing without a validation. The last successful
+    validation's record (``validated.json``: `hulk validate`, or `hulk ingest` validating the
+    logs itself) says which; a record written before Hulk kept them there, the validation
+    report's ``logs.stale_machine`` findings."""
+    from hulk.data_folder import VALIDATED
+
+    folder = Path(data_dir) / schemas.VALIDATION_DIR
     ids: set[int] = set()
-    for finding in findings:
-        if not isinstance(finding, dict) or finding.get("rule") != STALE_RULE:
-            continue
-        machines = finding.get("machines") or [
-            row.get("node_id") for row in finding.get("examples", []) if isinstance(row, dict)
-        ]
-        ids |= {int(n) for n in machines if isinstance(n, int)}
+    source = folder / VALIDATED
+    record = _json_object(source)
+    if isinstance(record.get("stale_machines"), list):
+        ids = {n for n in record["stale_machines"] if isinstance(n, int)}
+    else:
+        source = folder / "report.json"
+        for finding in _json_object(source).get("findings", []):
+            if not isinstance(finding, dict) or finding.get("rule") != STALE_RULE:
+                continue
+            machines = finding.get("machines") or [
+                row.get("node_id") for row in finding.get("examples", []) if isinstance(row, dict)
+            ]
+            ids |= {int(n) for n in machines if isinstance(n, int)}
     known = set(fleet.node_ids[fleet.active].tolist())
     drained = sorted(ids & known)
     if not drained:
@@ -170,8 +176,17 @@ def not_reporting(data_dir: Path, fleet: Fleet) -> tuple[list[int], list[Finding
         f"{len(drained)} machine(s) stopped reporting in the newest day of logs and are drained "
         f"for this assignment: {drained}"
     )
-    warning = Finding("warning", "assign.drained_not_reporting", str(report), message, len(drained))
+    warning = Finding("warning", "assign.drained_not_reporting", str(source), message, len(drained))
     return drained, [warning]
+
+
+def _json_object(path: Path) -> dict:
+    """The JSON object in `path`; empty for a missing or unreadable file, or another value."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def unmeasured(

@@ -62,7 +62,7 @@ def run(
     raise_on_errors(report.findings)
     inventory_file = data_dir / schemas.INVENTORY_FILE
     if report.quarantine_path is not None:
-        record = validated_record(logs_dir, inventory_file, report.quarantine_path)
+        record = validated_record(logs_dir, inventory_file, report.quarantine_path, report.findings)
         fileio.write_text(data_dir / schemas.VALIDATION_DIR / VALIDATED, json.dumps(record) + "\n")
     return StepResult(
         outputs={"report": report.report_path, "docs": report.docs_index},

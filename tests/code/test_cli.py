@@ -160,8 +160,10 @@ def test_ingest_of_other_logs_keeps_the_rows_it_quarantined(
     quarantine = pd.read_parquet(out / "quarantine.parquet")
     shown = re.search(r"quarantined_rows: (\d+)", result.output)
     assert shown and int(shown[1]) == len(quarantine) > 0, result.output
-    # The next ingest of the same logs reuses them rather than validating again.
+    # The next ingest of the same logs reuses them rather than validating again; the record
+    # names the machines that went silent, for the assign runs.
     record = (out / "validation" / "validated.json").read_bytes()
+    assert isinstance(json.loads(record)["stale_machines"], list)
     again = invoke(*args)
     assert again.exit_code == 0, again.output
     assert (out / "validation" / "validated.json").read_bytes() == record

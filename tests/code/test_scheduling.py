@@ -186,6 +186,22 @@ def test_a_machine_added_since_the_last_ingest_is_drained_until_it_is_measured(
     assert result.summary.queue is not None and result.summary.queue.drained == [6]
 
 
+def test_the_last_validations_record_says_which_machines_are_silent(
+    tiny: Path, settings: Settings, tmp_path: Path
+) -> None:
+    # `hulk ingest` validated newer logs itself: its record, not the older report, is the
+    # fleet as it is (machine 1 reports again, machine 4 went silent).
+    report_silent(tiny, 1)
+    (tiny / "validation" / "validated.json").write_text(json.dumps({"stale_machines": [4]}))
+    jobs = gpt_and_bert(tmp_path)
+    result = stage.run(
+        tiny, settings, jobs_file=jobs, strategy="teacher", out_dir=tiny / "pl", now=T0
+    )
+    assert result.summary.queue is not None and result.summary.queue.drained == [4]
+    assert [w.rule for w in result.warnings] == ["assign.drained_not_reporting"]
+    assert result.warnings[0].file == str(tiny / "validation" / "validated.json")
+
+
 def test_a_run_at_the_same_clock_with_nothing_changed_gives_the_same_estimates(
     tiny: Path, settings: Settings, tmp_path: Path
 ) -> None:
