@@ -228,6 +228,15 @@ def load_model_graph(
             f"the fleet graph was built from another {', '.join(stale)} than the data folder's "
             "now: run `hulk graph` (the nightly flow does)",
         )
+    tensors = graph_dir / GRAPH_TENSORS
+    recorded = record.get("tensors_sha256")  # absent in a graph an earlier Hulk wrote
+    if recorded is not None and tensors.is_file() and fileio.sha256_file(tensors) != recorded:
+        raise InputError(
+            tensors,
+            "graph.stale",
+            f"the tensors do not match {SNAPSHOT}'s sha256 (changed since `hulk graph` wrote "
+            "them): run `hulk graph` (the nightly flow does)",
+        )
     return load_fleet_data(graph_dir)
 
 
@@ -255,6 +264,7 @@ def save_fleet_graph(
         "snapshot": fleet.snapshot,
         "inventory_sha256": inventory_sha256,
         "features_sha256": features,
+        "tensors_sha256": fileio.sha256_file(out_dir / GRAPH_TENSORS),
         "nodes": fleet.graph.number_of_nodes(),
         "links": fleet.graph.number_of_edges(),
         "active_nodes": int(fleet.data.x[:, NODE_FEATURES.index("active")].sum().item()),

@@ -21,6 +21,7 @@ class GraphSummary(Summary):
     snapshot: str
     inventory_sha256: str
     features_sha256: str
+    tensors_sha256: str
     nodes: int
     links: int
     active_nodes: int

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -148,6 +149,7 @@ def test_saved_snapshot_loads_without_pickled_code(tmp_path: Path, settings: Set
     save_fleet_graph(fleet, tmp_path, inventory_sha256="def")
     # Byte for byte, the tensors too (torch names a saved archive's folder after its file).
     assert {name: (tmp_path / name).read_bytes() for name in first} == first
+    assert record["tensors_sha256"] == hashlib.sha256(first["fleet.pt"]).hexdigest()
     # Cut short, the tensors are named, with the way out, not a torch traceback.
     (tmp_path / "fleet.pt").write_bytes(first["fleet.pt"][:200])
     with pytest.raises(InputError, match=r"fleet\.pt: \[graph\.stale\] not readable.*hulk graph"):
@@ -167,3 +169,17 @@ def test_hulk47_graph(hulk47: Path, settings: Settings) -> None:
     assert fleet.graph.number_of_edges() == len(imported.links)
     assert fleet.data.edge_index.max().item() == 46
     assert torch.isfinite(fleet.data.x).all() and torch.isfinite(fleet.data.edge_attr).all()
+
+
+def test_tensors_changed_since_the_graph_step_are_refused(tiny: Path, settings: Settings) -> None:
+    from hulk.data_folder import model_graph
+    from hulk.stages import graph as stage
+
+    stage.run(tiny, settings.with_data_dir(tiny))
+    assert torch.equal(model_graph(tiny, settings).x, load_fleet_data(tiny / "graph").x)
+    tensors = tiny / "graph" / "fleet.pt"
+    saved = torch.load(tensors, weights_only=True)
+    saved["x"] = saved["x"] * 2  # still a readable graph, not the one the step built
+    torch.save(saved, tensors)
+    with pytest.raises(InputError, match=r"fleet\.pt: \[graph\.stale\] the tensors do not match"):
+        model_graph(tiny, settings)
