@@ -283,8 +283,21 @@ def generate(
             )
         report(result, "generated", started)
     # The logs are the generate stage's outputs: recorded, `dvc repro` keeps them (an appended
-    # day included) instead of checking the cached ones out over them.
-    log_line(steps.record_dvc_lock(settings, _params_path(ctx), ["generate"]))
+    # day included) instead of checking the cached ones out over them. Not when an option
+    # overrode params.yaml: the lock would claim params.yaml makes data it does not.
+    overrides = [
+        option
+        for option, value, param in (
+            ("--preset", preset, settings.generate.preset),
+            ("--days", days, settings.generate.days),
+            ("--seed", seed, settings.seed),
+        )
+        if value is not None and value != param and not append_day
+    ]
+    if overrides:
+        log_line(f"dvc.lock: {', '.join(overrides)} overrode params.yaml: not recorded")
+    else:
+        log_line(steps.record_dvc_lock(settings, _params_path(ctx), ["generate"]))
 
 
 @app.command("import-hulk")
@@ -514,6 +527,8 @@ def train(
     from hulk.registry import require_reachable, ui_command, ui_runs_url
 
     settings = _settings(ctx, data)
+    if seed is not None:  # every step's seed, the fleet's samples too, as `seed:` in params
+        settings = settings.model_copy(update={"seed": seed})
     _existing_folder(settings)
     require_reachable(settings)  # before the corpus and labels, not after them
     started = time.perf_counter()

@@ -383,6 +383,14 @@ def write_dataset(
     frame = prepare_inventory(inventory)
     require_generated(out_dir, frame)
     net = build_network(frame, seed, settings)
+    record = {"format": 1, "seed": seed, "generate": settings.model_dump(mode="json")}
+    record_path = out_dir / schemas.GENERATION_FILE
+    # Each file is written atomically, the folder is not: until the last day is written the
+    # record says the folder is being made, so a killed run's mix of two generations is never
+    # taken for either (`read_generation`).
+    fileio.write_text(
+        record_path, json.dumps({**record, "incomplete": True}, indent=1, sort_keys=True) + "\n"
+    )
     fileio.write_csv(out_dir / schemas.INVENTORY_FILE, frame)
     written = []
     for done, back in enumerate(range(days - 1, -1, -1), start=1):
@@ -396,10 +404,7 @@ def write_dataset(
     for folder in _partitions(out_dir).values():
         if folder not in keep:
             shutil.rmtree(folder)
-    record = {"format": 1, "seed": seed, "generate": settings.model_dump(mode="json")}
-    fileio.write_text(
-        out_dir / schemas.GENERATION_FILE, json.dumps(record, indent=1, sort_keys=True) + "\n"
-    )
+    fileio.write_text(record_path, json.dumps(record, indent=1, sort_keys=True) + "\n")
     return written
 
 
@@ -433,17 +438,27 @@ def require_generated(out_dir: Path, writing: pd.DataFrame | None = None) -> Non
 
 def read_generation(out_dir: Path) -> tuple[int, GenerateSettings] | None:
     """The seed and generate settings `write_dataset` made out_dir's logs with (None: logs
-    from elsewhere, or generated before the record was kept)."""
+    from elsewhere, or generated before the record was kept). `InputError`
+    ``generate.incomplete`` when the last generation here did not finish."""
     path = Path(out_dir) / schemas.GENERATION_FILE
     if not path.is_file():
         return None
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
-        return int(record["seed"]), GenerateSettings.model_validate_json(
-            json.dumps(record["generate"])
+        recorded = (
+            int(record["seed"]),
+            GenerateSettings.model_validate_json(json.dumps(record["generate"])),
         )
     except (ValueError, KeyError, TypeError) as exc:
         raise InputError(path, "generate.record", f"not a generation record: {exc}") from exc
+    if record.get("incomplete"):
+        raise InputError(
+            path,
+            "generate.incomplete",
+            "the last `hulk generate` here did not finish: the inventory and days may mix two "
+            "generations; run `hulk generate` again",
+        )
+    return recorded
 
 
 def read_generated_inventory(path: Path) -> pd.DataFrame:

@@ -449,9 +449,18 @@ def model_from_state(config: Mapping[str, Any], state: Mapping[str, Tensor]) -> 
     """Rebuild a stored model: `ModelConfig.to_dict` output + a state_dict, in eval mode.
 
     With ``state = torch.load(path, weights_only=True)`` nothing but tensors is unpickled.
+    Raises `ValueError` when the config is not one or the weights are not its model's.
     """
-    model = HulkGNN(ModelConfig.from_dict(config))
-    model.load_state_dict(dict(state))
+    try:
+        model = HulkGNN(ModelConfig.from_dict(config))
+    except (TypeError, KeyError, ValueError) as exc:
+        raise ValueError(f"config.json is not a model config ({exc})") from None
+    try:
+        model.load_state_dict(dict(state))
+    except RuntimeError as exc:  # missing, unexpected or differently shaped tensors
+        first = str(exc).strip().splitlines()
+        detail = " ".join(line.strip() for line in first[1:3]) or first[0]
+        raise ValueError(f"the weights do not fit config.json's model: {detail}") from None
     return model.eval()
 
 

@@ -101,6 +101,7 @@ CONFIG_FILE = "config.json"
 
 # Tags written on model versions (and on their runs). One prefix, so they sort together in the UI.
 TAG_STATE_DICT_SHA256 = "hulk.state_dict_sha256"
+TAG_CONFIG_SHA256 = "hulk.config_sha256"
 SETTINGS_FILE = "settings.json"  # the settings the model's features are built with
 FEATURE_SECTIONS = ("hardware", "graph")
 
@@ -395,7 +396,10 @@ def log_training_run(
                 for file in plain.iterdir():
                     shutil.move(file, model_dir / file.name)
                 plain.rmdir()
-                digest = sha256_file(model_dir / STATE_DICT_FILE)
+                digests = {
+                    TAG_STATE_DICT_SHA256: sha256_file(model_dir / STATE_DICT_FILE),
+                    TAG_CONFIG_SHA256: sha256_file(model_dir / CONFIG_FILE),
+                }
                 for target, source in files.items():
                     (staging / target).parent.mkdir(parents=True, exist_ok=True)
                     shutil.copyfile(source, staging / target)
@@ -408,7 +412,7 @@ def log_training_run(
                 track.registered_model,
                 source=posixpath.join(run.info.artifact_uri, MODEL_DIR),
                 run_id=run_id,
-                tags={**tag_values, TAG_STATE_DICT_SHA256: digest},
+                tags={**tag_values, **digests},
                 description=f"Trained in run {run_id}" + (f" ({run_name})" if run_name else ""),
             )
             client.set_registered_model_alias(track.registered_model, CHALLENGER, version.version)
@@ -474,7 +478,7 @@ def _no_model(alias: str) -> InputError:
 def _local_version(settings: Settings, alias: str) -> LocalVersion | None:
     """`alias`'s version read without MLflow from a local sqlite registry (`hulk.registry_read`),
     or None when MLflow must answer. Raises the no-model error when the alias is not set."""
-    from hulk.registry_read import NoAlias, RegistryBusy, read_alias
+    from hulk.registry_read import NoAlias, RegistryBusy, RegistryDamaged, read_alias
 
     db = sqlite_path(settings)
     if db is None or not db.is_file():
@@ -489,6 +493,13 @@ def _local_version(settings: Settings, alias: str) -> LocalVersion | None:
         raise InputError(
             db, "mlflow.unreachable", f"the registry is held by another process ({exc})"
         ) from None
+    except RegistryDamaged as exc:
+        raise InputError(
+            db,
+            "registry.readable",
+            f"not a readable registry database ({exc}): restore it from a backup (moved "
+            "away, the next `hulk train` starts a new registry from the prior)",
+        ) from None
 
 
 def champion_exists(settings: Settings) -> bool:
@@ -500,9 +511,9 @@ def champion_exists(settings: Settings) -> bool:
         if _local_version(settings, CHAMPION) is not None:
             return True
     except InputError as exc:
-        if exc.rule == "mlflow.unreachable":
-            raise  # MLflow would wait on the same lock
-        return False
+        if exc.rule == "registry.no_champion":
+            return False
+        raise  # busy (MLflow would wait on the same lock) or damaged
     client = _existingmlflow_client(settings)
     return client is not None and (
         alias_version(client, settings.mlflow.registered_model, CHAMPION) is not None
@@ -531,6 +542,7 @@ def load_model_files(
         return (*local.read(), local.info)
 
     import mlflow.artifacts
+    from mlflow.exceptions import MlflowException
 
     client = _existingmlflow_client(settings)
     found = None if client is None else alias_version(client, name, alias)
@@ -552,11 +564,18 @@ def load_model_files(
     # default one is ./mlflow.db, created on the spot). The version's own location avoids that.
     location = client.get_model_version_download_uri(name, str(found.version))
     with tempfile.TemporaryDirectory(prefix="hulk-model-") as tmp:
-        local_files = Path(
-            mlflow.artifacts.download_artifacts(
-                artifact_uri=location, dst_path=tmp, tracking_uri=uri, registry_uri=uri
+        try:
+            local_files = Path(
+                mlflow.artifacts.download_artifacts(
+                    artifact_uri=location, dst_path=tmp, tracking_uri=uri, registry_uri=uri
+                )
             )
-        )
+        except MlflowException as exc:  # the version's folder was removed or moved
+            raise InputError(
+                found.source,
+                "registry.bad_version",
+                f"{info.model_uri}: its files cannot be read ({exc.message})",
+            ) from None
         return (*_checked_files(local_files, info).read(), info)
 
 
@@ -616,6 +635,13 @@ def local_model_files(settings: Settings, alias: str = CHAMPION) -> ModelFiles |
     return _checked_files(local.folder, info)
 
 
+def unfit_version(info: VersionInfo, exc: ValueError) -> InputError:
+    """``registry.bad_version`` for a version whose config and weights make no model
+    (`hulk.model.model_from_state`'s `ValueError`): a version registered before its config's
+    checksum was recorded, edited since."""
+    return InputError(info.source, "registry.bad_version", f"{info.model_uri}: {exc}")
+
+
 def _checked_files(folder: Path, info: VersionInfo) -> ModelFiles:
     """A version's folder, its files present and the weights matching the recorded SHA-256."""
     model_uri = info.model_uri
@@ -625,14 +651,15 @@ def _checked_files(folder: Path, info: VersionInfo) -> ModelFiles:
         raise InputError(
             info.source, "registry.bad_version", f"{model_uri} has no {', '.join(missing)}"
         )
-    expected = info.tags.get(TAG_STATE_DICT_SHA256)
-    if expected is not None and sha256_file(weights_path) != expected:
-        raise InputError(
-            info.source,
-            "registry.corrupt",
-            f"{model_uri}: {STATE_DICT_FILE} does not match the SHA-256 recorded when it "
-            "was registered",
-        )
+    for path, tag in ((weights_path, TAG_STATE_DICT_SHA256), (config_path, TAG_CONFIG_SHA256)):
+        expected = info.tags.get(tag)
+        if expected is not None and sha256_file(path) != expected:
+            raise InputError(
+                info.source,
+                "registry.corrupt",
+                f"{model_uri}: {path.name} does not match the SHA-256 recorded when it was "
+                "registered",
+            )
     return ModelFiles(info, folder)
 
 

@@ -39,6 +39,11 @@ class NoAlias(Exception):
     """The registry holds no version with the alias (or no such registered model)."""
 
 
+class RegistryDamaged(Exception):
+    """The registry file is not a readable sqlite database (overwritten, truncated): MLflow
+    would fail on it with a traceback."""
+
+
 class RegistryBusy(Exception):
     """Another process holds the registry database past the wait (a nightly registering a
     model): MLflow would wait on the same lock, minutes, before it failed."""
@@ -51,8 +56,8 @@ def read_alias(db_path: Path, name: str, alias: str) -> LocalVersion | None:
     """The version `alias` of registered model `name` points at, from the sqlite file `db_path`.
 
     Raises `NoAlias` when the registry has no such alias, `RegistryBusy` when another process
-    holds the database past `BUSY_TIMEOUT_S`; returns None when MLflow must answer instead (see
-    the module docstring).
+    holds the database past `BUSY_TIMEOUT_S`, `RegistryDamaged` when the file is not a sqlite
+    database; returns None when MLflow must answer instead (see the module docstring).
     """
     if not db_path.is_file():
         return None
@@ -67,6 +72,10 @@ def read_alias(db_path: Path, name: str, alias: str) -> LocalVersion | None:
             if "locked" in str(exc):
                 raise RegistryBusy(f"{db_path}: {exc}") from None
             return None  # not MLflow's tables, or another schema: MLflow knows
+        except sqlite3.DatabaseError as exc:
+            if type(exc) is sqlite3.DatabaseError:  # "file is not a database", "malformed"
+                raise RegistryDamaged(str(exc)) from None
+            return None
         except sqlite3.Error:
             return None
 

@@ -119,8 +119,13 @@ _MEMORY_LIMIT = re.compile(
 )
 
 
+# Bounds on spans of time: past them the window's dates leave what a timestamp can hold, and
+# validation would fail with an overflow after minutes of work instead of naming the key.
+MAX_WINDOW_DAYS = 3650  # ten years of logs
+
+
 class IngestSettings(Section):
-    window_days: PositiveInt = 90
+    window_days: Annotated[int, Field(gt=0, le=MAX_WINDOW_DAYS)] = 90
     latency_probe_bytes: PositiveInt = LATENCY_PROBE_BYTES
     # Duckdb resources; the ingest target is 2 GB peak on 2 cores.
     threads: PositiveInt = 2
@@ -155,9 +160,11 @@ class ValidateSettings(Section):
     asymmetry_ratio: PositiveFloat = 2.0
     asymmetry_min_ms: Annotated[float, Field(ge=0)] = 5.0
     # A machine with no probe in its last `stale_after_hours` of the window stopped reporting.
-    stale_after_hours: PositiveFloat = 24.0
-    # Clock skew tolerated before a timestamp counts as "in the future".
-    future_skew_s: Annotated[float, Field(ge=0)] = 300.0
+    stale_after_hours: Annotated[
+        float, Field(gt=0, le=24 * MAX_WINDOW_DAYS, allow_inf_nan=False)
+    ] = 24.0
+    # Clock skew tolerated before a timestamp counts as "in the future" (at most 30 days).
+    future_skew_s: Annotated[float, Field(ge=0, le=30 * 86_400, allow_inf_nan=False)] = 300.0
     # An elapsed_ms above this is a broken clock or unit, not a slow link (a probe that waits
     # this long has timed out): quarantined as logs.elapsed_too_large.
     max_elapsed_ms: PositiveFloat = 60_000.0
@@ -495,7 +502,8 @@ class FleetSamplesSettings(Section):
     labelled by the teacher (the corpus teacher budget) and cached by content.
     """
 
-    window_days: PositiveInt = 7  # days per link-table block (aligned on whole days since 1970)
+    # Days per link-table block (aligned on whole days since 1970).
+    window_days: Annotated[int, Field(gt=0, le=MAX_WINDOW_DAYS)] = 7
     max_windows: PositiveInt = 12  # newest training blocks used (the held-out block aside)
     drift_snapshots: PositiveInt = 8  # fleets without logs: drifted copies of the link table
     drift: Annotated[float, Field(ge=0)] = 0.25  # log-normal sigma of a link's latency drift

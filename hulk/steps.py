@@ -220,6 +220,10 @@ def _evaluate_metrics(
     }
 
 
+# The inventory's plausible compute capabilities: every step that reads the fleet checks them
+# (`hulk.data_folder.load_frames`), so a narrower range stops it.
+INVENTORY_RULES = "validate.compute_capability"
+
 STEPS: tuple[Step, ...] = (
     Step(
         name="generate",
@@ -247,7 +251,8 @@ STEPS: tuple[Step, ...] = (
             _data(s, schemas.VALIDATION_DIR, schemas.VALIDATED_DAYS),
         ],
         persist=(schemas.VALIDATED_DAYS,),
-        params=("validate", "ingest.window_days", "ingest.latency_probe_bytes"),
+        # `hardware`: every machine's compute capability needs its peak figure.
+        params=("validate", "ingest.window_days", "ingest.latency_probe_bytes", "hardware"),
     ),
     Step(
         name="ingest",
@@ -274,7 +279,7 @@ STEPS: tuple[Step, ...] = (
         # evaluate), so a new jobs file or cost setting re-runs those steps, not this one.
         deps=_fleet,
         outs=lambda s: [_data(s, schemas.GRAPH_DIR)],
-        params=("hardware", "graph"),
+        params=("hardware", "graph", INVENTORY_RULES),
     ),
     Step(
         name="corpus",
@@ -302,7 +307,9 @@ STEPS: tuple[Step, ...] = (
     Step(
         name="labels",
         stage=stage_labels.run,
-        metrics=_all_but("seconds"),
+        # Not how many labels the cache held: the run's history, not its inputs (DVC would see
+        # a change in a second run on the same inputs).
+        metrics=_all_but("seconds", "cached", "labelled"),
         doc="samples of the data folder's own fleet, teacher-labelled (cached by content)",
         deps=lambda s: [
             *_fleet(s),
@@ -317,7 +324,13 @@ STEPS: tuple[Step, ...] = (
         params=(
             "seed",
             "fleet_samples",
-            "corpus",
+            # The corpus's teacher budget and job perturbation (`hulk.corpus.corpus_teacher`,
+            # `perturbed_job`), not its fleets or workers.
+            "corpus.max_evaluations",
+            "corpus.time_budget_s",
+            "corpus.params_scale",
+            "corpus.batch_scale",
+            INVENTORY_RULES,
             "ingest",
             "teacher",
             "planner",
@@ -352,6 +365,7 @@ STEPS: tuple[Step, ...] = (
             "graph",
             "cost",
             "mlflow",
+            INVENTORY_RULES,
             # The GNN strategy's settings: the gate scores the model through it.
             *(f"assign.{name}" for name in AssignSettings.model_fields if name.startswith("gnn_")),
         ),
@@ -379,6 +393,7 @@ STEPS: tuple[Step, ...] = (
             "graph",
             "cost",
             "mlflow",
+            INVENTORY_RULES,
         ),
     ),
     Step(
@@ -390,7 +405,7 @@ STEPS: tuple[Step, ...] = (
         deps=lambda s: [_latest(s), *_fleet(s)],
         outs=lambda s: [(s.assign.placements_dir / LATEST).with_suffix(".png").as_posix()],
         plots=lambda s: [_data(s, METRICS_DIR, ITERATION_TIMES)],
-        params=("hardware", "graph", "cost"),
+        params=("hardware", "graph", "cost", INVENTORY_RULES),
         retried=False,
     ),
 )
@@ -458,7 +473,8 @@ HEADER = """\
 # Generated from hulk/steps.py by `hulk dvc-yaml`: edit the step graph there, not here.
 # Every stage runs `hulk stage NAME` (hulk.steps.run -> the step's stage function, hulk/stages/).
 # Side effects DVC does not track: the MLflow database and artifacts (train registers and
-# promotes a model; assign uses the champion), the validation report and Data Docs.
+# promotes a model; assign uses the champion), the validation report and Data Docs. Not a dep
+# either: the newest placements files, whose jobs labels draws (assign writes them, downstream).
 """
 
 

@@ -90,19 +90,22 @@ def run(
 
 def _auto_strategy(settings: Settings) -> tuple[str, list[Finding]]:
     """The GNN once a champion model is registered, else the teacher; the teacher too, with a
-    warning, when the tracking server does not answer: placements must not wait on MLflow."""
+    warning, when the tracking server does not answer or the registry database is damaged:
+    placements must not wait on MLflow."""
     from hulk.registry import champion_exists
 
     try:
         return ("gnn" if champion_exists(settings) else "teacher"), []
     except InputError as exc:
-        if exc.rule != "mlflow.unreachable":
+        if exc.rule not in ("mlflow.unreachable", "registry.readable"):
             raise
+        unreachable = exc.rule == "mlflow.unreachable"
+        where = settings.mlflow.tracking_uri if unreachable or exc.path is None else exc.path
         return "teacher", [
             Finding(
                 "warning",
-                "mlflow.unreachable",
-                settings.mlflow.tracking_uri,
+                exc.rule,
+                where,
                 f"{exc.detail}: the champion cannot be read, so the teacher places the jobs",
             )
         ]
@@ -179,12 +182,15 @@ def load_champion(settings: Settings) -> Champion:
     missing or corrupt champion stops the run at once), the weights read when the model is
     first asked for. From a registry only MLflow can read, everything is read now (the files
     are downloaded to a temporary folder)."""
-    from hulk.registry import load_model_files, local_model_files
+    from hulk.registry import load_model_files, local_model_files, unfit_version
 
     def build(config: dict[str, Any], state_dict: dict[str, Any]) -> Any:
         from hulk.model import model_from_state
 
-        return model_from_state(config, state_dict)
+        try:
+            return model_from_state(config, state_dict)
+        except ValueError as exc:
+            raise unfit_version(version, exc) from None
 
     load: Callable[[], Any]
     files = local_model_files(settings, alias="champion")

@@ -292,10 +292,18 @@ class LabelledSample:
     label: dict[str, Any]
 
 
+def _unreadable(path: Path, exc: BaseException) -> InputError:
+    detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return InputError(
+        path, "labels.readable", f"cannot be read ({detail}): run `hulk stage labels` again"
+    )
+
+
 def load_labelled(data_dir: Path, settings: Settings) -> list[LabelledSample]:
     """Tonight's samples with their labels, as the fleet-labels step wrote them.
 
-    Raises `InputError` when the step has not run, or ran on another inventory.
+    Raises `InputError` when the step has not run, ran on another inventory, or its files
+    cannot be read (``labels.readable``).
     """
     from hulk.data_folder import load_frames
     from hulk.features import order_jobs
@@ -304,7 +312,12 @@ def load_labelled(data_dir: Path, settings: Settings) -> list[LabelledSample]:
     index_file = out / SAMPLES_FILE
     if not index_file.exists():
         raise InputError(index_file, "labels.exists", "no fleet samples: run `hulk stage labels`")
-    index = json.loads(index_file.read_text(encoding="utf-8"))
+    try:
+        index = json.loads(index_file.read_text(encoding="utf-8"))
+        if not isinstance(index, dict) or not isinstance(index.get("samples"), list):
+            raise ValueError("not a samples index")
+    except (OSError, ValueError) as exc:
+        raise _unreadable(index_file, exc) from None
     inventory_file = data_dir / schemas.INVENTORY_FILE
     if index.get("inventory_sha256") != fileio.sha256_file(inventory_file):
         raise InputError(
@@ -313,13 +326,21 @@ def load_labelled(data_dir: Path, settings: Settings) -> list[LabelledSample]:
             f"the samples were drawn for another {inventory_file.name}: run `hulk stage labels`",
         )
     inventory, _ = load_frames(data_dir, settings)
-    cache = LabelCache.from_text((out / LABELS_FILE).read_text(encoding="utf-8"))
+    try:
+        cache = LabelCache.from_text((out / LABELS_FILE).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise _unreadable(out / LABELS_FILE, exc) from None
     snapshots: dict[str, pd.DataFrame] = {}
     result = []
     for record in index["samples"]:
-        file = record["snapshot_file"]
-        if file not in snapshots:
-            snapshots[file] = pd.read_parquet(out / SNAPSHOTS_DIR / file)
+        try:
+            file = record["snapshot_file"]
+            if file not in snapshots:
+                snapshots[file] = pd.read_parquet(out / SNAPSHOTS_DIR / file)
+        except (KeyError, TypeError) as exc:
+            raise _unreadable(index_file, exc) from None
+        except Exception as exc:  # missing or damaged: pyarrow's errors have no common base
+            raise _unreadable(out / SNAPSHOTS_DIR / str(file), exc) from None
         jobs = parse_jobs({"jobs": record["jobs"]}, source=index_file)
         sample = FleetSample(
             record["name"],
@@ -333,7 +354,9 @@ def load_labelled(data_dir: Path, settings: Settings) -> list[LabelledSample]:
         frames = sample_frames(sample, inventory, snapshots[file])
         if record["key"] not in cache:
             raise InputError(
-                out / LABELS_FILE, "labels.missing", f"no label for sample {record['name']}"
+                out / LABELS_FILE,
+                "labels.missing",
+                f"no label for sample {record['name']}: run `hulk stage labels` again",
             )
         ordered = tuple(jobs[j] for j in order_jobs(jobs))
         result.append(

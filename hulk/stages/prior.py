@@ -140,13 +140,18 @@ def train_prior(settings: Settings, seed: int, rebuild: bool = False) -> dict[st
     wanted = _wanted(settings, seed, _corpus_sha256(settings))
     if not rebuild:
         record = _record(settings)
-        if _current(record, wanted):
+        intact = record is not None and fileio.sha256_file(prior_path(settings)) == record.get(
+            "state_dict_sha256"
+        )
+        if _current(record, wanted) and intact:
             assert record is not None
             if _cached(settings, wanted) is None:  # a prior saved before the cache existed
                 _remember(settings, wanted, record)
             return {**record, "reused": True}
+        # The same prior, trained for a corpus now elsewhere, or whose prior.pt was damaged
+        # since: the cache's copy, checked against its own record, replaces it.
         cached = _cached(settings, wanted)
-        if cached is not None:  # the same prior, trained for a corpus now elsewhere
+        if cached is not None:
             _publish(_cache_path(settings, wanted), cached, prior_path(settings))
             return {**cached, "reused": True}
     corpus = load_corpus(settings.corpus.path)
@@ -182,9 +187,27 @@ def load_prior(settings: Settings) -> tuple[dict[str, Any], dict[str, Any]]:
     if record is None:
         raise InputError(path, "prior.exists", "no prior model: run `hulk stage prior` first")
     if fileio.sha256_file(path) != record.get("state_dict_sha256"):
-        raise InputError(path, "prior.corrupt", "the weights do not match prior.json's sha256")
+        raise InputError(
+            path,
+            "prior.corrupt",
+            "the weights do not match prior.json's sha256: run `hulk stage prior`, which takes "
+            "the prior again from the data folder's cache or trains it anew",
+        )
     state = torch.load(path, map_location="cpu", weights_only=True)
     return record["config"], state
+
+
+def require_current_prior(settings: Settings, seed: int) -> None:
+    """`InputError` (``prior.stale``) unless the saved prior was trained on the corpus with
+    these model and train settings and this seed: a fine-tune from a prior of other settings
+    would train another architecture than params.yaml asks for, without a word."""
+    if not prior_is_current(settings, seed):
+        raise InputError(
+            prior_path(settings).with_suffix(".json"),
+            "prior.stale",
+            f"the prior was trained on another corpus, with other model or train settings or "
+            f"another seed than params.yaml's (seed {seed}): run `hulk stage prior`",
+        )
 
 
 def run(

@@ -208,14 +208,16 @@ def finetune(
         log_training_run,
         record_evaluation,
         require_reachable,
+        unfit_version,
     )
     from hulk.stages.fleet_labels import load_labelled
-    from hulk.stages.prior import load_prior, prior_path
+    from hulk.stages.prior import load_prior, prior_path, require_current_prior
     from hulk.train import deterministic_torch, train_model
 
     require_reachable(settings)  # before the epochs, not when their run is logged
     seed = settings.seed if seed is None else seed
     corpus = load_corpus(settings.corpus.path)
+    require_current_prior(settings, seed)
     prior_config, prior_state = load_prior(settings)
     labelled = load_labelled(data_dir, settings)
     upcoming = [s for s in labelled if s.role == "eval" and s.variant == "upcoming"]
@@ -227,6 +229,10 @@ def finetune(
     start_name, start = "prior", reference
     if champion_exists(settings):
         state, config, info = load_model_files(settings)
+        try:  # before the epochs, not when the champion is scored after them
+            model_from_state(config, state)
+        except ValueError as exc:
+            raise unfit_version(info, exc) from None
         reference_name, reference = "champion", (config, state)
         if config == prior_config:  # same architecture: warm start from the champion
             start_name, start = f"champion v{info.version}", (config, state)

@@ -34,6 +34,22 @@ def test_out_of_range_value_is_named() -> None:
         settings_from_dict({"validate": {"asymmetry_ratio": -1}})
 
 
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("ingest.window_days", 200_000),
+        ("validate.stale_after_hours", 1.0e7),
+        ("validate.future_skew_s", 1.0e13),
+        ("fleet_samples.window_days", 200_000),
+    ],
+)
+def test_a_span_of_time_past_what_timestamps_hold_is_named(key: str, value: float) -> None:
+    """Loaded, such values overflowed in validation after minutes of work, with a traceback."""
+    section, name = key.split(".")
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.") + ".*less than or equal"):
+        settings_from_dict({section: {name: value}})
+
+
 @pytest.mark.parametrize("key", ["finetune.lr", "train.lr", "teacher.time_budget_s"])
 def test_an_infinite_positive_setting_is_named(key: str) -> None:
     section, name = key.split(".")

@@ -373,6 +373,30 @@ def test_a_folder_generated_before_the_record_was_kept_is_generated_again(
     assert (tmp_path / schemas.GENERATION_FILE).is_file()
 
 
+def test_a_generation_that_did_not_finish_is_never_taken_for_one(
+    tmp_path: Path, paper: pd.DataFrame
+) -> None:
+    """Killed after its first day, a new generation leaves its inventory and that day beside
+    the older generation's days: the record says so until the last day is written, so a day is
+    never appended to the mix under the old record's seed."""
+    gen.write_dataset(tmp_path, paper, SEED, fast(), 3, DAY)
+
+    def killed(done: int, total: int) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        gen.write_dataset(tmp_path, paper, SEED + 1, fast(), 3, DAY, progress=killed)
+    for read in (
+        lambda: gen.read_generation(tmp_path),
+        lambda: append_day_step(tmp_path, Settings()),
+    ):
+        with pytest.raises(InputError) as caught:
+            read()
+        assert caught.value.rule == "generate.incomplete"
+    gen.write_dataset(tmp_path, paper, SEED + 1, fast(), 3, DAY)  # generating again mends it
+    assert gen.read_generation(tmp_path) == (SEED + 1, fast())
+
+
 def test_append_day_needs_partitions(tmp_path: Path, paper: pd.DataFrame) -> None:
     with pytest.raises(InputError, match=str(tmp_path)):
         gen.append_day(tmp_path, SEED, fast())

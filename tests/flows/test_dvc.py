@@ -95,6 +95,11 @@ def test_hulk_run_leaves_dvc_up_to_date(
     assert "up to date" in status.lower(), status
     again = dvc("repro", cwd=repo)
     assert "Running stage" not in again, again
+    # A step run again on the same inputs changes none of its outputs DVC tracks: the labels'
+    # metrics hold no count of labels the cache held.
+    relabelled = CliRunner().invoke(app, ["--params", "params.yaml", "stage", "labels"])
+    assert relabelled.exit_code == 0, relabelled.output
+    assert "up to date" in dvc("status", cwd=repo).lower()
     # A change DVC tracks re-runs the stages that depend on it, and only those.
     jobs = repo / "data" / "jobs" / "upcoming.yaml"
     jobs.write_text(jobs.read_text(encoding="utf-8") + "\n", encoding="utf-8")
@@ -109,3 +114,9 @@ def test_hulk_run_leaves_dvc_up_to_date(
     status = dvc("status", cwd=repo)
     assert "validate" in status and "generate:" not in status, status
     assert len(list((repo / "data" / "logs").iterdir())) == days + 1
+    # Data of other options than params.yaml's is not recorded as what params.yaml makes.
+    other = ["--params", "params.yaml", "generate", "--seed", "99", "--days", "3"]
+    regenerated = CliRunner().invoke(app, other)
+    assert regenerated.exit_code == 0, regenerated.output
+    assert "--days, --seed overrode params.yaml: not recorded" in regenerated.output
+    assert "generate:" in dvc("status", cwd=repo)

@@ -144,6 +144,75 @@ def test_a_corrupt_champion_stops_the_run_before_the_model_is_needed(
         load_champion(settings)
 
 
+def _edit_config(settings: Settings, **changes: object) -> None:
+    files = registry.local_model_files(settings)
+    assert files is not None
+    path = files.folder / registry.CONFIG_FILE
+    path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
+
+
+def test_a_champion_whose_config_was_edited_is_refused(
+    champion_folder: tuple[Path, Path, Settings],
+) -> None:
+    """config.json's checksum is recorded at registration like the weights': an edit that still
+    builds a model (another dropout) would change what the champion computes without a word."""
+    _, _, settings = champion_folder
+    _edit_config(settings, dropout=0.5)
+    with pytest.raises(registry.InputError, match=r"\[registry\.corrupt\].*config\.json"):
+        load_champion(settings)
+
+
+def test_a_champion_whose_config_does_not_fit_its_weights_is_a_bad_version(
+    champion_folder: tuple[Path, Path, Settings],
+) -> None:
+    """A version registered before the config's checksum was: its config is checked against
+    the weights when the model is built, one line rather than torch's size-mismatch trace."""
+    from mlflow import MlflowClient
+
+    _, _, settings = champion_folder
+    client = MlflowClient(registry.tracking_uri(settings))
+    client.delete_model_version_tag("hulk-gnn", "1", registry.TAG_CONFIG_SHA256)
+    _edit_config(settings, hidden=4)
+    champion = load_champion(settings)
+    with pytest.raises(registry.InputError, match=r"\[registry\.bad_version\].*do not fit"):
+        champion.model()
+
+
+def test_a_champion_without_its_files_is_a_bad_version(
+    champion_folder: tuple[Path, Path, Settings],
+) -> None:
+    _, _, settings = champion_folder
+    files = registry.local_model_files(settings)
+    assert files is not None
+    shutil.rmtree(files.folder)
+    with pytest.raises(registry.InputError, match=r"\[registry\.bad_version\].*cannot be read"):
+        load_champion(settings)
+
+
+def test_a_damaged_registry_database_leaves_the_run_to_the_teacher(
+    champion_folder: tuple[Path, Path, Settings],
+) -> None:
+    """Placements must not stop on a broken registry: `auto` places with the teacher and says
+    why; training, which must write to it, refuses in one line."""
+    from typer.testing import CliRunner
+
+    from hulk.cli import app
+
+    data, jobs_file, settings = champion_folder
+    db = data / "mlruns.db"
+    with open(db, "r+b") as handle:
+        handle.write(b"GARBAGE" * 15)
+    with pytest.raises(registry.InputError, match=r"\[registry\.readable\]"):
+        registry.champion_exists(settings)
+    out = data / "placements" / "damaged"
+    args = ["assign", "--data", data, "--jobs", jobs_file, "--out", out]
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    assert result.exit_code == 0, result.output
+    assert "registry.readable" in result.output
+    doc = json.loads((out / "latest.json").read_text())
+    assert doc["strategy"] == "teacher"
+
+
 def test_the_champion_is_the_registered_model(champion_folder: tuple[Path, Path, Settings]) -> None:
     _, _, settings = champion_folder
     champion = load_champion(settings)

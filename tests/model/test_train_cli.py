@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -94,6 +95,46 @@ def test_train_registers_a_champion_that_assign_then_uses(tmp_path: Path) -> Non
     assert result.exit_code == 2
     assert "no champion model yet" in result.output
     assert json.loads(latest.read_text())["strategy"] == "gnn"  # the last good file stands
+
+    # What the train step reads, damaged or stale, stops it in one line before any epoch.
+    def train_step() -> str:
+        result = invoke("--params", params, "stage", "train")
+        assert result.exit_code == 2, result.output
+        return " ".join(result.output.split())
+
+    versions = len(client.search_model_versions("name = 'hulk-gnn'"))
+    wider = tmp_path / "wider.yaml"
+    wider.write_text(yaml.safe_dump({**yaml.safe_load(params.read_text()), "model": {"hidden": 8}}))
+    result = invoke("--params", wider, "stage", "train")  # the prior is params.yaml's
+    assert result.exit_code == 2 and "[prior.stale]" in result.output, result.output
+
+    snapshot = next((data / "labels" / "snapshots").glob("*.parquet"))
+    kept = snapshot.read_bytes()
+    snapshot.unlink()
+    assert "[labels.readable]" in train_step() and snapshot.name in train_step()
+    snapshot.write_bytes(kept)
+
+    config = Path(version.source.removeprefix("file://")) / "config.json"
+    kept = config.read_bytes()
+    config.write_text(config.read_text().replace('"hidden": ', '"hidden": 1'))
+    assert "[registry.corrupt]" in train_step() and "config.json" in train_step()
+    config.write_bytes(kept)
+    assert len(client.search_model_versions("name = 'hulk-gnn'")) == versions  # nothing trained
+
+    # A damaged prior.pt is taken again from the data folder's cache, not reported reused as
+    # it is (training then failed on it every night).
+    prior = settings.corpus.path.with_name("prior.pt")
+    recorded = json.loads(prior.with_suffix(".json").read_text())["state_dict_sha256"]
+    prior.write_bytes(prior.read_bytes()[:100])
+    result = invoke("--params", params, "stage", "prior")
+    assert result.exit_code == 0, result.output
+    assert hashlib.sha256(prior.read_bytes()).hexdigest() == recorded
+
+    # --seed is every step's seed, the fleet's samples' draw among them, as `seed:` would be.
+    samples = (data / "labels" / "samples.json").read_bytes()
+    result = invoke("--params", params, "train", "--seed", 8)
+    assert result.exit_code == 0, result.output
+    assert (data / "labels" / "samples.json").read_bytes() != samples
 
 
 def test_a_first_fine_tune_worse_than_the_prior_leaves_the_prior_serving(
