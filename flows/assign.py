@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -86,22 +87,37 @@ def _assignment_run(settings: Settings, run_id: str) -> str | None:
 
 def _published_run(settings: Settings) -> str | None:
     """The run id whose publication (file, MLflow run, plot) is whole, per the record."""
+    return _published_record(settings).get("run_id")
+
+
+def _published_record(settings: Settings) -> dict[str, Any]:
     try:
         record = json.loads((settings.assign.placements_dir / PUBLISHED).read_text("utf-8"))
     except (OSError, ValueError):
-        return None
-    return record.get("run_id") if isinstance(record, dict) else None
+        return {}
+    return record if isinstance(record, dict) else {}
 
 
-def _finish(settings: Settings, placements: Path, mlflow_run: str | None) -> str | None:
+def _finish(
+    settings: Settings,
+    placements: Path,
+    mlflow_run: str | None = None,
+    log: Callable[[Settings, str, str], str] | None = None,
+) -> str | None:
     """The rest of publishing `placements` (a ``<run-id>.json``): if it is still the one
     ``latest.json`` holds, ``latest.png`` (its evaluation: a file the fleet cannot read stops
-    here); its MLflow run unless given or already logged; then the record. Under the data
-    folder's publish lock: two runs never interleave their plots."""
+    here); its MLflow run unless given or already logged (with `log`, `log_to_mlflow`'s
+    signature; by default that task's function); then the record. Under the data folder's
+    publish lock, the MLflow run included: two runs never interleave their plots, and a run
+    still being logged is never taken for one a killed publication left. A publication another
+    process completed meanwhile is left as it is."""
     doc = json.loads(placements.read_text(encoding="utf-8"))
     run_id = str(doc["run_id"])
     folder = settings.assign.placements_dir
     with folder_lock(settings.data_dir, "publish", settings.scheduler.lock_timeout_s):
+        record = _published_record(settings)
+        if record.get("run_id") == run_id:  # completed by another run while this one waited
+            return record.get("mlflow_run_id")
         latest = folder / LATEST
         current = json.loads(latest.read_text(encoding="utf-8")).get("run_id") == run_id
         plot = latest.with_suffix(".png")
@@ -109,7 +125,9 @@ def _finish(settings: Settings, placements: Path, mlflow_run: str | None) -> str
             steps.run("evaluate", settings, placements_file=placements, plot=plot)
         mlflow_run = mlflow_run or _assignment_run(settings, run_id)
         if mlflow_run is None:
-            mlflow_run = log_to_mlflow.fn(settings, str(placements), placements_markdown(doc))
+            mlflow_run = (log or log_to_mlflow.fn)(
+                settings, str(placements), placements_markdown(doc)
+            )
         if not current:
             return mlflow_run  # a newer run published since: its plot and record are its own
         record = {"run_id": run_id, "mlflow_run_id": mlflow_run, "plot": plot.name}
@@ -212,8 +230,9 @@ def _assign_and_publish(settings: Settings) -> dict[str, Any]:
     doc = json.loads(Path(placements).read_text(encoding="utf-8"))
     markdown = placements_markdown(doc)
     artifacts = create_placements_artifacts(doc, markdown)
-    mlflow_run = log_to_mlflow.with_options(**retry)(settings, placements, markdown)
-    _finish(settings, Path(placements), mlflow_run)  # the plot, then the record: published
+    # The MLflow run, the plot, then the record: published (the MLflow run is logged under
+    # the publish lock, as the log-placements-to-mlflow task, with its retries).
+    mlflow_run = _finish(settings, Path(placements), log=log_to_mlflow.with_options(**retry))
     latest = published.outputs.get("latest", "kept: jobs run on the scheduler's placements")
     logger.info("published %s (latest: %s)", placements, latest)
     return {

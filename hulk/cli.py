@@ -438,11 +438,17 @@ def _run_nightly(ctx: typer.Context, data: Path, total: float) -> None:
             f"{api.removesuffix('/api')} (this run)"
             if api
             else "prefect server start  → http://127.0.0.1:4200 "
-            "(this run used a temporary API over the local Prefect database, ~/.prefect: "
+            f"(this run used a temporary API over the local Prefect database, {_prefect_home()}: "
             "the server shows it with its artifacts)",
         ),
     ):
         out.print(f"    {label:<12} {escape(where)}")
+
+
+def _prefect_home() -> str:
+    """Where the local Prefect database lives: PREFECT_HOME, else Prefect's default."""
+    home = os.environ.get("PREFECT_HOME")
+    return home if home else "~/.prefect"
 
 
 @app.command()

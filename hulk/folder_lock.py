@@ -12,7 +12,9 @@ assign run, the nightly's included, and `hulk jobs`; taken by the assign step it
 every caller holds it) and ``publish`` (the rest of a publication after latest.json: its MLflow
 run, plot and record). An assign run never waits for a nightly: it reads files that are replaced
 atomically and the champion as it was when it started. A process never takes a lock it holds:
-``flock`` on a second descriptor would wait for the process's own lock.
+``flock`` on a second descriptor would wait for the process's own lock. The one nested use (the
+evaluate step draws a publication's plot under the publish lock it takes itself, also when the
+publication holds it) asks for it with ``nested=True``: held by the same thread, it is held on.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import datetime as dt
 import fcntl
 import logging
 import os
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,6 +35,7 @@ _log = logging.getLogger(__name__)
 LOCK_DIR = ".locks"
 # The rules of `folder_lock`'s refusals: the lock stays taken, or its file cannot be made.
 REFUSAL_RULES = ("lock.timeout", "lock.unwritable")
+_held = threading.local()  # the lock files this thread holds (`folder_lock` nests)
 
 
 def lock_path(data_dir: Path, name: str) -> Path:
@@ -45,14 +49,22 @@ def is_refusal(exc: BaseException | None) -> bool:
 
 
 @contextmanager
-def folder_lock(data_dir: Path, name: str, timeout_s: float, poll_s: float = 0.2) -> Iterator[None]:
+def folder_lock(
+    data_dir: Path, name: str, timeout_s: float, poll_s: float = 0.2, *, nested: bool = False
+) -> Iterator[None]:
     """Hold the data folder's lock `name` for the block; wait up to `timeout_s` for it (a
     warning on this module's logger when the wait begins, naming the lock and its holder).
+    With `nested`, a lock this thread already holds is held on instead.
 
     Raises `InputError` (rule ``lock.timeout``) naming the lock file and its holder when it
     stays taken, ``lock.unwritable`` when the lock file cannot be made (`is_refusal`).
     """
     path = lock_path(data_dir, name)
+    held: set[Path] = _held.__dict__.setdefault("paths", set())
+    key = path.resolve()
+    if nested and key in held:  # this thread's own lock: held on
+        yield
+        return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -94,9 +106,11 @@ def folder_lock(data_dir: Path, name: str, timeout_s: float, poll_s: float = 0.2
             os.pwrite(handle, stamp.encode(), 0)
         except OSError as exc:  # a full disk: named, not a traceback
             raise (storage_error(exc, path=path) or exc) from None
+        held.add(key)
         try:
             yield
         finally:
+            held.discard(key)
             os.ftruncate(handle, 0)
             fcntl.flock(handle, fcntl.LOCK_UN)
     finally:

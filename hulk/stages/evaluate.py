@@ -46,6 +46,7 @@ def run(
     from hulk.cost import Fleet
     from hulk.evaluate import evaluate as evaluate_file
     from hulk.evaluate import plot_costs
+    from hulk.folder_lock import folder_lock
     from hulk.placements import LATEST
     from hulk.placements_read import read_placements
 
@@ -82,7 +83,19 @@ def run(
             )
         )
     if plot is not None:
-        plot_costs(evaluation, plot, title=f"{placements_file.name}: seconds per iteration")
+        # Named by its run, so the published plot is the same whether the assign flow drew it
+        # from <run-id>.json or the evaluate step from latest.json.
+        run_id = checked.doc.get("run_id")
+        name = f"{run_id}.json" if run_id else placements_file.name
+        title = f"{name}: seconds per iteration"
+        if plot.resolve() == published_file.with_suffix(".png").resolve():
+            # The published plot: never drawn while a publication draws it (its record
+            # vouches for the plot it drew).
+            timeout = settings.scheduler.lock_timeout_s
+            with folder_lock(data_dir, "publish", timeout, nested=True):
+                plot_costs(evaluation, plot, title=title)
+        else:
+            plot_costs(evaluation, plot, title=title)
     return StepResult(
         outputs={} if plot is None else {"plot": plot},
         findings=findings,

@@ -150,3 +150,89 @@ def test_a_publication_cut_short_is_completed_by_the_next_run(folder: Path) -> N
     again = invoke("--params", folder, "publish")
     assert again.exit_code == 0 and "published already" in again.output
     assert len(_mlflow_runs(settings, fourth)) == 1
+
+
+def _publish_lock_taken_elsewhere(settings) -> str:
+    """What another thread (as another process) gets asking for the publish lock at once."""
+    import threading
+
+    from hulk.errors import InputError
+    from hulk.folder_lock import folder_lock
+
+    got: list[str] = []
+
+    def ask() -> None:
+        try:
+            with folder_lock(settings.data_dir, "publish", 0.0):
+                got.append("taken")
+        except InputError as exc:
+            got.append(exc.rule)
+
+    thread = threading.Thread(target=ask)
+    thread.start()
+    thread.join()
+    return got[0]
+
+
+def test_a_publication_logs_its_mlflow_run_under_the_publish_lock(folder: Path) -> None:
+    """Logged outside the lock, a live run's MLflow run could be taken, by a run completing the
+    publication, for one a killed publisher left, and deleted under its writer."""
+    from flows.assign import PUBLISHED, _finish, log_to_mlflow
+
+    settings = load_settings(folder)
+    placements = steps.run("assign", settings).outputs["placements"]
+    asked: list[str] = []
+
+    def log(settings, path: str, markdown: str) -> str:
+        asked.append(_publish_lock_taken_elsewhere(settings))
+        return log_to_mlflow.fn(settings, path, markdown)
+
+    mlflow_run = _finish(settings, placements, log=log)
+    assert asked == ["lock.timeout"]
+    record = json.loads((settings.assign.placements_dir / PUBLISHED).read_text())
+    assert record["mlflow_run_id"] == mlflow_run
+
+    # A run that waited for the lock while another completed its publication leaves it be.
+    def fail(*args: object) -> str:
+        raise AssertionError("logged twice")
+
+    assert _finish(settings, placements, log=fail) == mlflow_run
+    assert len(_mlflow_runs(settings, placements.stem)) == 1
+
+
+def test_the_evaluate_step_draws_the_published_plot_under_the_publish_lock(
+    folder: Path,
+) -> None:
+    """The nightly's evaluate step (and `hulk stage evaluate`, `dvc repro`) redraws latest.png:
+    never while a publication, whose record vouches for the plot it drew, holds the lock."""
+    import threading
+
+    from hulk.errors import InputError
+    from hulk.folder_lock import folder_lock
+
+    settings = load_settings(folder)
+    steps.run("assign", settings)
+    plot = settings.assign.placements_dir / "latest.png"
+    steps.run("evaluate", settings)
+    drawn = plot.read_bytes()
+    hurried = settings.model_copy(
+        update={"scheduler": settings.scheduler.model_copy(update={"lock_timeout_s": 0.5})}
+    )
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with folder_lock(settings.data_dir, "publish", 5.0):
+            holding.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    holding.wait(10)
+    try:
+        with pytest.raises(InputError) as refused:
+            steps.run("evaluate", hurried)
+        assert refused.value.rule == "lock.timeout"
+    finally:
+        release.set()
+        holder.join()
+    assert plot.read_bytes() == drawn
