@@ -105,7 +105,7 @@ from hulk.generate import expected_links
 from hulk.graph import EDGE_FEATURES, NODE_FEATURES
 from hulk.jobs import PRESET_JOBS, Job, job_to_dict, parse_jobs
 from hulk.presets import CAPABILITY_SHARE, GPU_COUNTS, GPU_MEMORY_GB, PAPER, build_fleet
-from hulk.settings import CorpusSettings, Settings, TeacherSettings
+from hulk.settings import CORPUS_IGNORES_GENERATE, CorpusSettings, Settings, TeacherSettings
 from hulk.teacher import IDLE, PLACED, TeacherResult, never_fits, teacher_search
 
 __all__ = [
@@ -555,14 +555,14 @@ def assemble_corpus(
 def corpus_inputs(settings: Settings) -> dict[str, Any]:
     """The settings a corpus's samples depend on (JSON): the corpus section without its file
     path and worker count, and the teacher, planner, hardware, bandwidth tiers and generator
-    settings its fleets and labels come from."""
+    settings its fleets and labels come from (`CORPUS_IGNORES_GENERATE` left out)."""
     return {
         "corpus": settings.corpus.model_dump(mode="json", exclude={"path", "workers"}),
         "teacher": corpus_teacher(settings).model_dump(mode="json"),
         "planner": settings.planner.model_dump(mode="json"),
         "hardware": settings.hardware.model_dump(mode="json"),
         "graph": settings.graph.model_dump(mode="json"),
-        "generate": settings.generate.model_dump(mode="json"),
+        "generate": settings.generate.model_dump(mode="json", exclude=set(CORPUS_IGNORES_GENERATE)),
     }
 
 

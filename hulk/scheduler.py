@@ -675,7 +675,15 @@ def _place_one(
                 )
             return Decision(job.job, NEVER, submitted_s=job.submitted_s, reason=why)
         holders = timeline.endless()
-        wait_reason = "waits for machines held by jobs without a length: " + ", ".join(holders)
+        if holders:
+            wait_reason = "waits for machines held by jobs without a length: " + ", ".join(holders)
+        elif planner.made >= planner.budget:  # no start planned: the run's budget went first
+            wait_reason = (
+                "waits: no start for it was planned this round (the run's planning budget, "
+                "scheduler.max_plans_per_run, was spent); a later run plans it"
+            )
+        else:
+            wait_reason = f"waits: {not_now or 'no start was found this round'}"
         if job.resumes_from is not None:
             # Free machines its checkpoint cannot reach (no path from where it lies) are none
             # of its options.

@@ -38,7 +38,12 @@ from hulk import fileio, schemas
 from hulk.code_deps import module_files
 from hulk.data_folder import LEARNING_CURVE_CSV, LEARNING_CURVES_PNG, TRAINING_DIR, VALIDATED
 from hulk.placements import LATEST
-from hulk.settings import AssignSettings, Settings
+from hulk.settings import (
+    CORPUS_IGNORES_GENERATE,
+    AssignSettings,
+    GenerateSettings,
+    Settings,
+)
 from hulk.stages import BASELINE_SYSTEMS, ScheduledTimes, StepResult
 from hulk.stages import assign as stage_assign
 from hulk.stages import corpus as stage_corpus
@@ -292,7 +297,20 @@ STEPS: tuple[Step, ...] = (
             s.corpus.path.as_posix(),
             s.corpus.path.with_suffix(".json").as_posix(),
         ],
-        params=("seed", "corpus", "generate", "teacher", "planner", "hardware", "graph"),
+        params=(
+            "seed",
+            "corpus",
+            # The generator's network settings its fleets come from, not the demo data's own.
+            *(
+                f"generate.{name}"
+                for name in GenerateSettings.model_fields
+                if name not in CORPUS_IGNORES_GENERATE
+            ),
+            "teacher",
+            "planner",
+            "hardware",
+            "graph",
+        ),
     ),
     Step(
         name="prior",

@@ -97,8 +97,11 @@ def read_inventory(path: str | Path) -> pd.DataFrame:
             bad |= text == ""
         if column in INTEGER_COLUMNS:
             bad |= numbers.notna() & (numbers != np.round(numbers))
+            # Past 64 bits the cast below would wrap (a 20-digit id read as -2**63).
+            bad |= numbers.notna() & (numbers.abs() >= 2.0**63)
         if bad.any():
             kind = "an integer" if column in INTEGER_COLUMNS else "a number"
+            kind += " of at most 63 bits" if column in INTEGER_COLUMNS else ""
             lines = [f"line {i + 2}: {column}={raw.at[i, column]!r}" for i in raw.index[bad][:5]]
             raise InputError(
                 path,

@@ -5,10 +5,12 @@ stored as src < dst (`links.unordered_pair`), a pair twice (`links.unique_pair`)
 the inventory (`links.unknown_machine`), loss_rate outside [0, 1] (`links.loss_rate`), a negative
 sample count (`links.samples`; imported aggregates have 0), latencies missing or not positive
 (`links.latency`), p50 above p95 (`links.latency_order`), a bandwidth that is given but not
-positive (`links.beta`), a window that ends before it starts (`links.window`), and an active
-machine without any link (`links.isolated_machine`: the graph could not place it).
-Warning: a median latency faster than light in fiber between the two machines
-(`links.faster_than_light`; machines without coordinates are skipped).
+positive (`links.beta`), and a window that ends before it starts (`links.window`).
+Warnings: a median latency faster than light in fiber between the two machines
+(`links.faster_than_light`; machines without coordinates are skipped), and an active machine
+without any link (`links.isolated_machine`: one added to the inventory before its first probes,
+or one whose probes all failed). Assign runs drain it until a link measures it
+(`assign.drained_unmeasured`); the night goes on for the others.
 """
 
 from __future__ import annotations
@@ -228,7 +230,7 @@ def _row_findings(
 def _isolated(
     frame: pd.DataFrame, machines: Machines, path: str, settings: ValidateSettings
 ) -> list[Finding]:
-    """Active machines that no link touches: nothing could be placed on them."""
+    """Active machines that no link touches: drained by assign runs until one measures them."""
     linked = np.union1d(frame["src"].to_numpy(dtype="int64"), frame["dst"].to_numpy(dtype="int64"))
     lonely = np.flatnonzero(machines.active & ~np.isin(machines.ids, linked))
     if len(lonely) == 0:
@@ -240,6 +242,7 @@ def _isolated(
     ]
     message = (
         f"{plural(len(ids), 'active machine')} without any link (no successful probe to or from "
-        f"any other machine in the window): {name_list(ids)}"
+        f"any other machine in the window), drained for assign runs until one is measured: "
+        f"{name_list(ids)}"
     )
-    return [finding("error", "links.isolated_machine", path, message, len(ids), examples)]
+    return [finding("warning", "links.isolated_machine", path, message, len(ids), examples)]

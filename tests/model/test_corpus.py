@@ -365,3 +365,22 @@ def test_a_corpus_whose_split_leaves_no_training_fleet_fails_before_labelling() 
     seed = next(s for s in range(1000) if all(split_of(s, f, corpus) != "train" for f in range(2)))
     with pytest.raises(ConfigError, match=r"corpus: none of the 2 fleets .*training split"):
         build_corpus(settings, seed, workers=1)
+
+
+def test_the_corpus_key_ignores_the_demo_datas_own_generator_settings() -> None:
+    """The corpus's fleets come from the presets' generator without logs: another demo preset
+    or end date rebuilds nothing, a network setting does."""
+    import datetime as dt
+
+    from hulk.corpus import corpus_inputs
+    from hulk.settings import Range
+
+    base = Settings()
+
+    def with_generate(**changes: object) -> Settings:
+        return base.model_copy(update={"generate": base.generate.model_copy(update=changes)})
+
+    same = with_generate(preset="two-region-24gb", end_date=dt.date(2027, 1, 1))
+    assert corpus_inputs(same) == corpus_inputs(base)
+    other = with_generate(route_inflation=Range(low=1.1, high=1.5))
+    assert corpus_inputs(other) != corpus_inputs(base)

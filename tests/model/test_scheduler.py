@@ -321,6 +321,26 @@ def test_a_planning_budget_bounds_the_work_and_keeps_every_job_scheduled() -> No
     assert tight.mean_completion_s >= unbounded.mean_completion_s - 1e-6
 
 
+def test_a_job_left_without_a_start_by_the_budget_says_so() -> None:
+    """More jobs than a run's planning budget covers on a small fleet: those left with no start
+    say why, rather than naming no job as holding their machines."""
+    from dataclasses import replace
+
+    links = {(i, j): (1e-3, 1.25e9) for i in range(3) for j in range(i + 1, 3)}
+    fleet = fleet_of([1e14] * 3, [640.0] * 3, links)
+    jobs = [
+        Waiting(replace(job, name=f"{job.name}-{k}"), 1_000 + 100 * k, 3_600.0 * (k % 3))
+        for k in range(6)
+        for job in PRESET_JOBS.values()
+    ]
+    found = schedule(fleet, [], jobs, SchedulerSettings(max_plans_per_run=2), planner(fleet))
+    unplanned = [d for d in found.decisions if d.action == WAIT and d.start_s is None]
+    assert unplanned
+    for decision in unplanned:
+        assert decision.waits_for == ()
+        assert "planning budget" in (decision.reason or ""), decision.reason
+
+
 def test_a_short_job_fills_the_gap_before_a_reservation() -> None:
     links = {(i, j): (1e-3, 1.25e9) for i in range(8) for j in range(i + 1, 8)}
     fleet = fleet_of([1e14] * 8, [320.0] * 8, links)
