@@ -133,21 +133,24 @@ def test_gnn_assign_imports_only_what_it_uses(
     assert imported == []
 
 
+def _champion_files(settings: Settings) -> Path:
+    """The folder of the champion's registered files."""
+    files = registry.local_model_files(settings)
+    assert files is not None
+    return files.folder
+
+
 def test_a_corrupt_champion_stops_the_run_before_the_model_is_needed(
     champion_folder: tuple[Path, Path, Settings],
 ) -> None:
     _, _, settings = champion_folder
-    files = registry.local_model_files(settings)
-    assert files is not None
-    (files.folder / registry.STATE_DICT_FILE).write_bytes(b"not the registered weights")
+    (_champion_files(settings) / registry.STATE_DICT_FILE).write_bytes(b"not the registered")
     with pytest.raises(registry.InputError, match=r"\[registry\.corrupt\]"):
         load_champion(settings)
 
 
 def _edit_config(settings: Settings, **changes: object) -> None:
-    files = registry.local_model_files(settings)
-    assert files is not None
-    path = files.folder / registry.CONFIG_FILE
+    path = _champion_files(settings) / registry.CONFIG_FILE
     path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
 
 
@@ -182,9 +185,7 @@ def test_a_champion_without_its_files_is_a_bad_version(
     champion_folder: tuple[Path, Path, Settings],
 ) -> None:
     _, _, settings = champion_folder
-    files = registry.local_model_files(settings)
-    assert files is not None
-    shutil.rmtree(files.folder)
+    shutil.rmtree(_champion_files(settings))
     with pytest.raises(registry.InputError, match=r"\[registry\.bad_version\].*cannot be read"):
         load_champion(settings)
 
