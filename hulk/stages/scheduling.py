@@ -203,8 +203,9 @@ def unmeasured(
         return [], []
     message = (
         f"{len(lonely)} active machine(s) of {schemas.INVENTORY_FILE} have no measured link in "
-        f"{schemas.LINKS_FILE} and are drained for this assignment until the nightly run (or "
-        f"`hulk ingest`) measures them: {lonely}"
+        f"{schemas.LINKS_FILE} and are drained for this assignment until a link table measures "
+        f"them (the nightly run's, or `hulk ingest` of logs that probe them; for an imported "
+        f"fleet, `hulk import-hulk` of edges that name them): {lonely}"
     )
     where = str(Path(data_dir) / schemas.LINKS_FILE)
     return lonely, [Finding("warning", "assign.drained_unmeasured", where, message, len(lonely))]
