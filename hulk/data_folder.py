@@ -6,7 +6,8 @@ Every step of `hulk.stages` works on one data folder (docs/design.md#data-folder
     logs/day=…/         raw latency logs, one partition per UTC day
     quarantine.parquet  raw rows kept out of the link table, with the rule that caught them
     validation/         report.json, validated.json (what was validated, and the quarantine
-                        written for it), Great Expectations Data Docs (docs/)
+                        written for it), imported.json (what `hulk import-hulk` found in the
+                        files it read), Great Expectations Data Docs (docs/)
     links.parquet       link table over the window
     graph/              fleet graph snapshot
     cache/corpus/       corpora by content (hulk.corpus: reused when corpus.path moves)
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from hulk.cost import Fleet
 
 VALIDATED = "validated.json"  # under validation/: the fingerprint of the validated logs
+IMPORTED = "imported.json"  # under validation/: what the import found in its source files
 TRAINING_DIR = "training"  # the training run's plots and plot data
 LEARNING_CURVE_CSV = "learning_curve.csv"  # under training/: per epoch, loss and accuracy
 LEARNING_CURVES_PNG = "learning_curves.png"  # under training/: the plot of that CSV
@@ -112,6 +114,47 @@ def validated_record(
         "quarantine_sha256": fileio.sha256_file(quarantine_path),
         "stale_machines": sorted(int(n) for n in silent),
     }
+
+
+def imported_record(
+    nodes: Path, edges: Path, links_path: Path, findings: Sequence[Finding]
+) -> dict:
+    """What imported.json holds: the source files of an import, the sha256 of the link table it
+    wrote from them, and what the importer found in them (rows quarantined, links merged)."""
+    return {
+        "nodes": str(nodes),
+        "edges": str(edges),
+        "links_sha256": fileio.sha256_file(links_path),
+        "findings": [f.to_dict() for f in findings],
+    }
+
+
+def imported_findings(data_dir: Path) -> list[Finding]:
+    """The import's findings while the folder's link table is still the one the import wrote
+    (imported.json's sha256): every later validation reports them beside its own, since only
+    the import read the source files. None once the link table changed (an ingest of logs, a
+    new import) or without a readable record."""
+    record_path = data_dir / schemas.VALIDATION_DIR / IMPORTED
+    links_path = data_dir / schemas.LINKS_FILE
+    if not (record_path.is_file() and links_path.is_file()):
+        return []
+    try:
+        record = json.loads(record_path.read_text(encoding="utf-8"))
+        if record["links_sha256"] != fileio.sha256_file(links_path):
+            return []
+        return [Finding(**finding) for finding in record["findings"]]
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
+        return []  # unreadable or of another shape: the link table is validated on its own
+
+
+def imported_sources(data_dir: Path) -> set[str]:
+    """The source files imported.json names (none without a readable record): a link table
+    computed from logs replaces the import's, and the findings about those files go with it."""
+    try:
+        record = json.loads((data_dir / schemas.VALIDATION_DIR / IMPORTED).read_text("utf-8"))
+        return {str(record["nodes"]), str(record["edges"])}
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
+        return set()
 
 
 def validated_quarantine(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from hulk import fileio, schemas
 from hulk.errors import InputError
-from hulk.findings import Finding, raise_on_errors
+from hulk.findings import raise_on_errors
 from hulk.settings import Settings
 from hulk.stages import StepResult, Summary
 
@@ -26,7 +26,7 @@ def run(
     nodes: Path, edges: Path, out_dir: Path, settings: Settings, now: dt.datetime | None = None
 ) -> StepResult[ImportSummary]:
     """Inventory and link table from the paper's published format, validated before writing."""
-    from hulk.data_folder import holds_logs
+    from hulk.data_folder import IMPORTED, holds_logs, imported_record
     from hulk.hardware import require_peak_figures
     from hulk.importer import import_hulk as read_hulk_format
     from hulk.stages.generate import write_demo_jobs
@@ -55,12 +55,17 @@ def run(
     fileio.write_csv(out_dir / schemas.INVENTORY_FILE, result.inventory)
     fileio.write_parquet(out_dir / schemas.LINKS_FILE, result.links)
     fileio.write_parquet(out_dir / schemas.QUARANTINE_FILE, result.quarantine)
-    # The written files go through the same validation as everything else (report, Data Docs);
-    # what the importer itself set aside is added to that report.
+    # The written files go through the same validation as everything else (report, Data Docs).
+    # What the importer itself set aside is recorded beside the link table, so that this and
+    # every later validation of the folder report it while the link table is the imported one.
+    links_path = out_dir / schemas.LINKS_FILE
+    fileio.write_text(
+        out_dir / schemas.VALIDATION_DIR / IMPORTED,
+        json.dumps(imported_record(nodes, edges, links_path, result.findings), indent=2) + "\n",
+    )
     report = run_validation(
         out_dir, settings.validation, now or dt.datetime.now(dt.UTC), settings.ingest.window_days
     )
-    _add_findings(report.report_path, result.findings)
     outputs = {
         "inventory": out_dir / schemas.INVENTORY_FILE,
         "links": out_dir / schemas.LINKS_FILE,
@@ -72,19 +77,10 @@ def run(
         outputs["jobs"] = settings.assign.jobs_file
     return StepResult(
         outputs=outputs,
-        findings=result.findings + report.findings,
+        findings=report.findings,
         summary=ImportSummary(
             machines=len(result.inventory),
             links=len(result.links),
             quarantined_rows=len(result.quarantine),
         ),
     )
-
-
-def _add_findings(report_path: Path, findings: list[Finding]) -> None:
-    report = json.loads(report_path.read_text())
-    report["findings"] = [f.to_dict() for f in findings] + report.get("findings", [])
-    counts = report.setdefault("counts", {})
-    counts["warnings"] = sum(f["severity"] == "warning" for f in report["findings"])
-    counts["errors"] = sum(f["severity"] == "error" for f in report["findings"])
-    fileio.write_text(report_path, json.dumps(report, indent=2, default=str) + "\n")

@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from hulk import fileio, schemas
+from hulk.data_folder import imported_findings, imported_sources
 from hulk.findings import Finding
 from hulk.settings import LATENCY_PROBE_BYTES, ValidateSettings
 from hulk.validation._common import json_value, utc_timestamp
@@ -54,7 +55,9 @@ def run_validation(
     window_end: dt.datetime | None = None,
     map_days: MapDays = map,
 ) -> ValidationReport:
-    """Validate data_dir's inventory, raw logs (if any) and link table (if any).
+    """Validate data_dir's inventory, raw logs (if any) and link table (if any). The findings
+    of the `hulk import-hulk` that wrote the link table, while it is unchanged, come first in
+    the report: only the import read its source files.
 
     Writes data_dir/validation/report.json (atomically), data_dir/quarantine.parquet (when
     there are logs and no error finding: a failed run leaves the last good one) and the Great
@@ -81,7 +84,8 @@ def run_validation(
         settings.examples,
         history_days=settings.docs_history_days,
     )
-    findings = validate_inventory(inventory, str(inventory_path), settings, session=session)
+    findings = imported_findings(data_dir)
+    findings += validate_inventory(inventory, str(inventory_path), settings, session=session)
 
     quarantine = None
     counts: dict[str, object] = {"machines": len(inventory)}
@@ -221,8 +225,12 @@ def record_link_validation(
 
     report_path = out_dir / REPORT_FILE
     report = json.loads(report_path.read_text()) if report_path.exists() else {}
+    # The new link table replaces the old one's findings, and an import's (about its files).
+    replaced = imported_sources(data_dir)
     kept = [
-        f for f in report.get("findings", []) if not str(f.get("rule", "")).startswith("links.")
+        f
+        for f in report.get("findings", [])
+        if not str(f.get("rule", "")).startswith("links.") and f.get("file") not in replaced
     ]
     report["findings"] = kept + [json_value(f.to_dict()) for f in findings]
     report.setdefault("suites", {})["links"] = _suites(session, findings, False, True)["links"]

@@ -6,15 +6,17 @@ never copied into the repository.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from hulk import schemas
+from hulk import fileio, schemas
 from hulk.errors import InputError
 from hulk.importer import QUARANTINE, ImportResult, import_hulk
+from hulk.settings import Settings
 
 # --- the real 47-machine fleet ----------------------------------------------------------------
 
@@ -409,3 +411,33 @@ def test_unresolved_location_is_a_warning_naming_the_machines(tmp_path: Path) ->
     assert warning.rule == "nodes.unresolved_location" and warning.severity == "warning"
     assert "'Hulkville'" in warning.message and "3, 4" in warning.message
     assert warning.count == 2
+
+
+def test_later_validations_keep_the_imports_findings_while_its_link_table_stands(
+    tmp_path: Path, settings: Settings
+) -> None:
+    """Only the import reads the node and edge files: what it set aside stays in every later
+    report of the folder (a nightly validates it again), until the link table is another."""
+    from hulk.stages import import_hulk as import_stage
+    from hulk.stages import validate as validate_stage
+
+    nodes, edges = _files(tmp_path, edges=EDGES + "1 1 3\n")
+    out = tmp_path / "imported"
+    imported = import_stage.run(nodes, edges, out, settings)
+    assert [f.rule for f in imported.findings] == ["edges.self_loop"]
+
+    def reported() -> list[str]:
+        report = json.loads((out / "validation" / "report.json").read_text())
+        assert report["counts"]["warnings"] == len(report["findings"])
+        return [f["rule"] for f in report["findings"]]
+
+    assert reported() == ["edges.self_loop"]
+    again = validate_stage.run(out, settings)
+    assert [f.rule for f in again.findings] == ["edges.self_loop"]
+    assert reported() == ["edges.self_loop"]
+    # Another link table (one link less): the import's findings are about files it no longer
+    # comes from.
+    links = pd.read_parquet(out / schemas.LINKS_FILE)
+    fileio.write_parquet(out / schemas.LINKS_FILE, links.iloc[:-1])
+    validate_stage.run(out, settings)
+    assert reported() == []
