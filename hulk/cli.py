@@ -656,13 +656,16 @@ def _table(
     return table
 
 
-def _utc_short(value: str | None) -> str:
-    """``2026-11-24T09:40:54Z`` as ``11-24 09:40`` in the current year, else as
-    ``2027-06-01 00:00``; unknown as ``-``."""
+def _utc_short(value: str | None, now: dt.datetime | None = None) -> str:
+    """``2026-11-24T09:40:54Z`` as ``11-24 09:40`` when it lies within six months of `now`
+    (the nearest such day is meant, as ``ls -l`` shows times), else as the date ``2027-06-01``:
+    a table stays as wide in December, when finishes fall in the next year, as in June.
+    Unknown as ``-``."""
     if not value:
         return "-"
-    this_year = value[:4] == f"{dt.datetime.now(dt.UTC).year:04d}"
-    return f"{value[5 if this_year else 0 : 10]} {value[11:16]}"
+    moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    near = abs(moment - (now or dt.datetime.now(dt.UTC))) < dt.timedelta(days=182)
+    return f"{value[5:10]} {value[11:16]}" if near else value[:10]
 
 
 def _reasons(rows: Sequence[JobRow]) -> None:
@@ -1068,8 +1071,9 @@ def _job_record(record: dict[str, Any], now: dt.datetime) -> dict[str, Any]:
     """A job of `hulk jobs list`: the store's record and ``deadline_met``: whether its finish
     (done, or estimated: a running job's follows its progress) meets its deadline; false for
     a job not started, or without a finish, whose deadline is past at `now` whatever the last
-    run estimated (as `hulk assign` counts it); None without a deadline, for a cancelled job,
-    and without a finish while the deadline is to come."""
+    run estimated (as `hulk assign` counts it), and for a running job whose finish lies past
+    year 9999; None without a deadline, for a cancelled job, and without a finish while the
+    deadline is to come."""
 
     def moment(text: str) -> dt.datetime:
         return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
@@ -1082,6 +1086,8 @@ def _job_record(record: dict[str, Any], now: dt.datetime) -> dict[str, Any]:
             met = False  # not started: its stored finish estimate is stale
         elif finish:
             met = moment(finish) <= moment(record["deadline"])
+        elif record["state"] == "running" and record["iterations"] and record["iteration_s"]:
+            met = False  # its finish lies past every date a calendar holds, deadlines included
         elif past and record["state"] != "finished":
             met = False
     return record | {"deadline_met": met}

@@ -450,3 +450,25 @@ def test_an_input_error_is_one_line_whatever_a_library_said() -> None:
 
     error = InputError("logs/x.parquet", "logs.readable", "Invalid data\nDeserializing  failed.")
     assert str(error) == "logs/x.parquet: [logs.readable] Invalid data Deserializing failed."
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("2026-11-24T09:40:54Z", "11-24 09:40"),
+        ("2027-01-01T19:31:00Z", "01-01 19:31"),  # next year, a month away: as near as any
+        ("2027-07-01T00:00:00Z", "2027-07-01"),
+        ("2025-12-24T09:40:54Z", "2025-12-24"),
+        ("9999-12-31T00:00:00Z", "9999-12-31"),
+        (None, "-"),
+    ],
+)
+def test_table_times_near_now_show_the_time_and_far_ones_the_date(
+    value: str | None, shown: str
+) -> None:
+    """A table's times are never wider than 11 characters: in December, when finishes fall in
+    the next year, the job tables keep fitting 80 columns."""
+    from hulk.cli import _utc_short
+
+    now = dt.datetime(2026, 12, 1, 19, 0, tzinfo=dt.UTC)
+    assert _utc_short(value, now) == shown and len(shown) <= 11

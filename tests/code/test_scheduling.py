@@ -482,7 +482,7 @@ def test_jobs_commands(tiny: Path, tmp_path: Path) -> None:
     assert record["job"] == "extra" and record["state"] == "submitted"
     assert record["deadline"] == "2099-01-01T00:00:00Z"
     table = runner.invoke(app, ["jobs", "list", "--data", str(tiny)])
-    assert table.exit_code == 0 and "00:00" in table.output  # its deadline's column
+    assert table.exit_code == 0 and "2099-01-01" in table.output  # its deadline's column
     assert record["iterations"] == -(-int(1e9) // (256 * 512))  # tokens / (batch × seq_len)
     finish = runner.invoke(app, ["jobs", "finish", "extra", "--data", str(tiny)])
     assert finish.exit_code == 2 and "jobs.wrong_state" in finish.output
@@ -902,6 +902,28 @@ def test_a_deadline_is_met_only_by_a_known_finish_and_missed_once_past(
     args = ["jobs", "list", "--data", str(tiny), "--json"]
     listed = json_lines(runner.invoke(app, args).output)
     assert {r["job"]: r["deadline_met"] for r in listed if r["deadline"]} == expected
+
+
+def test_a_running_job_finishing_past_year_9999_misses_its_deadline_in_both_views(
+    tiny: Path, settings: Settings, tmp_path: Path
+) -> None:
+    # No date holds its finish, yet every deadline comes before it: assign counts it missed,
+    # and so does `hulk jobs list`.
+    endless = spec("endless", "BERT-large", iterations=10**12, deadline="9999-12-31T00:00:00Z")
+    doc = assign(
+        tiny, settings, write_jobs(tmp_path / "jobs.yaml", endless), dt.datetime.now(dt.UTC)
+    )
+    assert (
+        by_job(doc)["endless"]["action"] == "start" and by_job(doc)["endless"]["finish_at"] is None
+    )
+    assert by_job(doc)["endless"]["deadline_met"] is False and doc["queue"]["missed_deadlines"] == 1
+    listing = runner.invoke(app, ["jobs", "list", "--data", str(tiny), "--json"])
+    (record,) = json_lines(listing.output)
+    assert (record["state"], record["estimated_finish"], record["deadline_met"]) == (
+        "running",
+        None,
+        False,
+    )
 
 
 def test_jobs_list_counts_a_deadline_missed_once_it_passes_before_the_job_starts(
