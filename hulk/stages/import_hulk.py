@@ -31,6 +31,7 @@ def run(
     from hulk.importer import import_hulk as read_hulk_format
     from hulk.stages.generate import write_demo_jobs
     from hulk.validation import run_validation, validate_inventory, validate_links
+    from hulk.validation._common import json_value
 
     if holds_logs(out_dir):
         # A folder with logs is read from its logs: the imported fleet would be refused
@@ -58,11 +59,9 @@ def run(
     # The written files go through the same validation as everything else (report, Data Docs).
     # What the importer itself set aside is recorded beside the link table, so that this and
     # every later validation of the folder report it while the link table is the imported one.
-    links_path = out_dir / schemas.LINKS_FILE
-    fileio.write_text(
-        out_dir / schemas.VALIDATION_DIR / IMPORTED,
-        json.dumps(imported_record(nodes, edges, links_path, result.findings), indent=2) + "\n",
-    )
+    record = imported_record(nodes, edges, out_dir / schemas.LINKS_FILE, result.findings)
+    text = json.dumps(json_value(record), indent=2, allow_nan=False)  # as report.json's findings
+    fileio.write_text(out_dir / schemas.VALIDATION_DIR / IMPORTED, text + "\n")
     report = run_validation(
         out_dir, settings.validation, now or dt.datetime.now(dt.UTC), settings.ingest.window_days
     )
