@@ -1071,9 +1071,9 @@ def _job_record(record: dict[str, Any], now: dt.datetime) -> dict[str, Any]:
     """A job of `hulk jobs list`: the store's record and ``deadline_met``: whether its finish
     (done, or estimated: a running job's follows its progress) meets its deadline; false for
     a job not started, or without a finish, whose deadline is past at `now` whatever the last
-    run estimated (as `hulk assign` counts it), and for a running job whose finish lies past
-    year 9999; None without a deadline, for a cancelled job, and without a finish while the
-    deadline is to come."""
+    run estimated (as `hulk assign` counts it), and for a job whose finish lies past year 9999
+    (running, or waiting with a start the last run estimated); None without a deadline, for a
+    cancelled job, and without a finish while the deadline is to come."""
 
     def moment(text: str) -> dt.datetime:
         return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
@@ -1088,6 +1088,10 @@ def _job_record(record: dict[str, Any], now: dt.datetime) -> dict[str, Any]:
             met = moment(finish) <= moment(record["deadline"])
         elif record["state"] == "running" and record["iterations"] and record["iteration_s"]:
             met = False  # its finish lies past every date a calendar holds, deadlines included
+        elif record["state"] in ("submitted", "queued") and record["estimated_start"]:
+            # A start and a length, yet no finish: the run's finish lay past year 9999 (it
+            # knows neither when the job waits on jobs without a length).
+            met = False if record["iterations"] else None
         elif past and record["state"] != "finished":
             met = False
     return record | {"deadline_met": met}

@@ -926,6 +926,29 @@ def test_a_running_job_finishing_past_year_9999_misses_its_deadline_in_both_view
     )
 
 
+def test_a_waiting_job_finishing_past_year_9999_misses_its_deadline_in_both_views(
+    tiny: Path, settings: Settings, tmp_path: Path
+) -> None:
+    # Submitted for an hour from now, so it waits with a known start; no date holds its finish.
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    endless = spec(
+        "endless",
+        "BERT-large",
+        iterations=10**12,
+        submitted_at=(now + dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        deadline="9999-12-31T00:00:00Z",
+    )
+    doc = assign(tiny, settings, write_jobs(tmp_path / "jobs.yaml", endless), now)
+    entry = by_job(doc)["endless"]
+    assert (entry["action"], entry["finish_at"], entry["deadline_met"]) == ("wait", None, False)
+    assert entry["start_at"] is not None
+    listing = runner.invoke(app, ["jobs", "list", "--data", str(tiny), "--json"])
+    (record,) = json_lines(listing.output)
+    assert record["state"] in ("submitted", "queued")
+    assert record["estimated_start"] == entry["start_at"]
+    assert (record["estimated_finish"], record["deadline_met"]) == (None, False)
+
+
 def test_jobs_list_counts_a_deadline_missed_once_it_passes_before_the_job_starts(
     tiny: Path, settings: Settings, tmp_path: Path
 ) -> None:
