@@ -42,12 +42,13 @@ remaining iterations) and the waiting ones. Times are seconds from now. `schedul
    the whole schedule's mean completion time, the move's cost included, drops by more than
    `move_gain`: a running job moves onto its machines plus the ones no running job holds
    (idle, or about to start a waiting job, which is then scheduled again); or a running job
-   with more work left than some waiting job needs (the most work left first, up to
-   `preempt_candidates` tried) stops and waits in line like any other job, so that shorter
-   work runs on its machines first (shortest remaining work first, as far as it pays). A job
-   needing several machines is rarely helped by one stop, so for each of the
+   with more work left than some waiting job of its priority or higher needs (the most work
+   left first, up to `preempt_candidates` tried) stops and waits in line like any other job,
+   so that shorter work runs on its machines first (shortest remaining work first, as far as
+   it pays). A job needing several machines is rarely helped by one stop, so for each of the
    `preempt_candidates` waiting jobs with the least work, the running jobs on the machines of
-   its whole-fleet plan, all with more work left, are also tried stopped together (a group
+   its whole-fleet plan, all with more work left and none of a higher priority, are also
+   tried stopped together (a group
    stop counts each job it stops against `max_moves_per_run`). A
    stopped job keeps its checkpoint where it ran: when it starts again it pays `move_cost`
    from there (the restart only, on the same machines). A move is weighed in the waiting-job
@@ -1111,12 +1112,17 @@ def _best_stop(
     `preempt_candidates` of them, one at a time; and, for each of the `preempt_candidates`
     waiting jobs with the least work, all the running jobs on the machines of its plan on the
     whole fleet together (at most `room` of them, each with more work left than it needs): a
-    short job that needs several machines gets them first (shortest work first)."""
+    short job that needs several machines gets them first (shortest work first). A running
+    job is stopped only for waiting work of its priority or higher."""
     line = [*displaced, *waiting]
     if not line or not settings.preempt_candidates:
         return None
     work = {w.job.name: _work_s(w.remaining, planner.whole(w.job, usable)[1]) for w in line}
-    shortest = min(work.values())
+
+    def shortest(priority: int) -> float:
+        """The least work of a waiting job of `priority` or higher: a job is stopped only for
+        work of its own priority or higher."""
+        return min((work[w.job.name] for w in line if w.job.priority >= priority), default=math.inf)
 
     def stoppable(run: Running, than: float) -> bool:
         return (
@@ -1127,7 +1133,7 @@ def _best_stop(
         )
 
     singles = sorted(
-        (run for run in kept if stoppable(run, shortest)),
+        (run for run in kept if stoppable(run, shortest(run.job.priority))),
         key=lambda run: (-_work_s(run.remaining, run.cost), run.job.name),
     )[: settings.preempt_candidates]
     candidates: list[tuple[Running, ...]] = [(run,) for run in singles]
@@ -1141,7 +1147,10 @@ def _best_stop(
         holders = tuple(run for run in kept if wanted & set(run.nodes))
         if (
             1 < len(holders) <= room
-            and all(stoppable(run, work[w.job.name]) for run in holders)
+            and all(
+                stoppable(run, work[w.job.name]) and run.job.priority <= w.job.priority
+                for run in holders
+            )
             and holders not in candidates
         ):
             candidates.append(holders)

@@ -385,6 +385,19 @@ def test_a_long_job_stops_for_shorter_work_when_that_pays() -> None:
         assert kept.moves == [] and named(kept, BERT.name).action == KEEP
 
 
+def test_a_running_job_stops_only_for_work_of_its_priority_or_higher() -> None:
+    fleet = fast_and_slow()
+    urgent = Job(**{**BERT.__dict__, "name": "BERT-urgent", "priority": 1})
+    long = running_on(fleet, urgent, [0], remaining=100_000)
+    for priority, stops in ((0, False), (1, True), (2, True)):
+        short = Job(**{**BERT.__dict__, "name": "BERT-short", "priority": priority})
+        found = schedule(fleet, [long], [Waiting(short, 1_000, 0.0)], SETTINGS, planner(fleet))
+        assert (found.moves == ["BERT-urgent"]) is stops, priority
+        if not stops:  # the shorter job runs on the slow machine instead
+            assert named(found, "BERT-urgent").action == KEEP
+            assert named(found, "BERT-short").nodes == (1,)
+
+
 def test_a_stopped_job_resumes_from_its_checkpoint() -> None:
     fleet = fast_and_slow()
     was = running_on(fleet, BERT, [0], remaining=1)
