@@ -24,7 +24,8 @@ Every 15 simulated minutes, while jobs remain:
   Systems A, B, C (a failure restarts it on the fleet as it is).
 
 Progress is the cost model's: a job computes at its plan's seconds per iteration on the fleet
-of the moment. Printed: mean job completion time (finish − arrival) of each, the ratios,
+of the moment. Printed: mean job completion time (finish − arrival) of each, the ratios, the
+same per model of the mix (alone, Hulk and its wait before the first start, (a)),
 every job alone on the whole fleet from its arrival (its length on its best plan: no schedule
 of those plans does better, so (a) over it bounds what any scheduler gains against (a)), the
 moves of running jobs (after a failure / for a gain), and the assign runs' scheduling seconds
@@ -201,6 +202,37 @@ def alone_mean_s(work: Workload, plans: dict[str, tuple]) -> float:
         for arrival in work.arrivals
     ]
     return float(np.mean(lengths))
+
+
+def by_model(
+    work: Workload, plans: dict[str, tuple], hulk: dict, replaced: dict | None = None
+) -> list[dict]:
+    """Per model of the mix: its jobs' mean completion alone (their length on the best plan),
+    under Hulk (and its mean wait from arrival to first start) and under (a): where a week's
+    mean completion goes."""
+    hulk_jobs = {j["job"]: j for j in hulk["per_job"]}
+    rows = []
+    for model in MIX:
+        arrivals = [a for a in work.arrivals if a.job.name.rsplit("-", 1)[0] == model]
+        done = [a for a in arrivals if hulk_jobs[a.job.name]["finish_s"] is not None]
+        if not done:
+            continue
+        row = {
+            "model": model,
+            "jobs": len(done),
+            "alone_s": float(
+                np.mean([(a.job.iterations or 0) * plans[a.job.name][1].iteration_s for a in done])
+            ),
+            "hulk_s": float(np.mean([hulk_jobs[a.job.name]["finish_s"] - a.at_s for a in done])),
+            "hulk_wait_s": float(
+                np.mean([(hulk_jobs[a.job.name]["start_s"] or a.at_s) - a.at_s for a in done])
+            ),
+        }
+        if replaced is not None:
+            times = [replaced["completion_s"].get(a.job.name) for a in done]
+            row["replaced_s"] = float(np.mean([t for t in times if t is not None]))
+        rows.append(row)
+    return rows
 
 
 def down_at(outages: list[Outage], t: float) -> set[int]:
@@ -396,11 +428,14 @@ def run_replace(
                 job.nodes = tuple(p.plan.node_ids(fleet)) if p.plan is not None else ()
                 job.iteration_s = p.estimate.iteration_s if p.estimate else math.inf
         t += TICK_S
-    completion = [j.finished_s - j.arrival_s for j in finished if j.finished_s is not None]
+    completion = {
+        j.job.name: j.finished_s - j.arrival_s for j in finished if j.finished_s is not None
+    }
     return {
-        "mean_completion_s": float(np.mean(completion)),
+        "mean_completion_s": float(np.mean(list(completion.values()))),
         "jobs": len(completion),
         "moves": moves,
+        "completion_s": completion,
     }
 
 
@@ -564,6 +599,7 @@ def run_seed(
             "cannot_hold": work.cannot_hold,
             "alone_mean_completion_s": alone,
             "hulk": hulk,
+            "by_model": by_model(work, plans, hulk),
         }
     clock = time.perf_counter()
     today = run_replace(inventory, links, work, settings, seed)
@@ -586,6 +622,7 @@ def run_seed(
         "sequential": sequential,
         "vs_replaced": vs_a,
         "vs_sequential": vs_b,
+        "by_model": by_model(work, plans, hulk, today),
     }
 
 
@@ -620,6 +657,7 @@ def _report(run: dict, days: float) -> dict[str, bool]:
     ):
         print(f"{name:<34}{_hours(result['mean_completion_s']):>18}{result['jobs']:>6}")
     print(f"Hulk vs (a): {vs_a:.2f}x   Hulk vs (b): {vs_b:.2f}x   (target ≥ 1.5x both)")
+    _report_models(run["by_model"])
     print(
         f"every job alone on the whole fleet from its arrival: "
         f"{_hours(run['alone_mean_completion_s'])}, so no schedule of the planner's plans beats "
@@ -645,6 +683,18 @@ def _report(run: dict, days: float) -> dict[str, bool]:
         "no machine held by two running jobs": hulk["shared_machine_runs"] == 0,
         f"scheduling ≤ 2 s per run at {run['machines']} machines": hulk["scheduling_s_max"] <= 2.0,
     }
+
+
+def _report_models(rows: list[dict]) -> None:
+    """The mean completion per model of the mix: alone, Hulk (its wait), (a)."""
+    print(f"{'by model':<16}{'jobs':>5}{'alone':>9}{'Hulk':>9}{'(waited)':>10}{'(a)':>9}")
+    for row in rows:
+        replaced = _hours(row["replaced_s"]) if "replaced_s" in row else ""
+        print(
+            f"{row['model']:<16}{row['jobs']:>5}{_hours(row['alone_s']):>9}"
+            f"{_hours(row['hulk_s']):>9}{'(' + _hours(row['hulk_wait_s']) + ')':>10}"
+            f"{replaced:>9}"
+        )
 
 
 def _summary(label: str, runs: list[dict]) -> None:
@@ -692,6 +742,8 @@ def _report_hulk_only(runs: list[dict], days: float, overrides: dict[str, object
     for run in runs:
         if run.get("cannot_hold"):
             print(f"{_draw(run)}: left out, no plan holds them: {', '.join(run['cannot_hold'])}")
+    print(f"seed {_draw(runs[0])}:")
+    _report_models(runs[0]["by_model"])
 
 
 def main() -> None:
