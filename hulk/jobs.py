@@ -23,7 +23,11 @@ The jobs file is YAML with one top-level key, ``jobs``, a list of mappings with 
 life for the scheduler (`hulk.scheduler`): ``iterations`` (training iterations to run) or
 ``tokens`` (converted to ``ceil(tokens / (global_batch × seq_len))`` iterations; not both),
 ``submitted_at`` and ``deadline`` (ISO 8601 times; a time without a zone is UTC). A job without a
-length runs until it is marked finished (`hulk jobs finish`). `load_jobs` rejects, as an
+length runs until it is marked finished (`hulk jobs finish`). ``preset`` (the name of one of
+`PRESET_JOBS`) gives the job that model's sizes — ``params_b, layers, hidden, seq_len,
+global_batch, micro_batch`` — and each of those the job also gives is its own; the job is then
+the expanded mapping (the job store and the placements' ``spec`` keep the sizes, not the
+preset's name), and a name that is no preset is ``jobs.unknown_preset``. `load_jobs` rejects, as an
 `InputError` naming the file, the job (position and name) and the field: unknown keys, missing
 keys, keys given twice (``jobs.duplicate_key``), wrong types (``layers: 48.0`` or
 ``layers: "48"`` is not an integer; an integer is accepted where a number is expected, and a
@@ -290,6 +294,22 @@ PAPER_MIX_4: tuple[str, ...] = ("OPT-175B", "T5-11B", "GPT-2-1.5B", "BERT-large"
 PAPER_MIX_6: tuple[str, ...] = (*PAPER_MIX_4, "RoBERTa-large", "XLNet-large")
 
 
+def preset_sizes(job: Job) -> dict[str, float | int]:
+    """The sizes a jobs-file entry's ``preset`` fills in: `job`'s model, not its name, priority
+    or length."""
+    sizes: dict[str, float | int] = {
+        "params_b": job.params_b,
+        "layers": job.layers,
+        "hidden": job.hidden,
+        "seq_len": job.seq_len,
+        "global_batch": job.global_batch,
+        "micro_batch": job.micro_batch,
+    }
+    if job.min_memory_gb is not None:
+        sizes["min_memory_gb"] = job.min_memory_gb
+    return sizes
+
+
 def preset_jobs(names: Iterable[str]) -> list[Job]:
     """The preset jobs of the given names, in that order (KeyError naming the unknown one)."""
     jobs = []
@@ -452,7 +472,8 @@ def _describe(index: int, raw: object, error: ErrorDetails) -> tuple[str, str]:
         text = f"{where}: at {'most' if most else 'least'} {shown}"
         return "jobs.out_of_range", text + (f" ({why})" if why else "") + f" (got {got!r})"
     if kind == "extra_forbidden":
-        return rule, f"{where}: unknown key (known: {', '.join(_JobModel.model_fields)})"
+        known = ", ".join([*_JobModel.model_fields, "preset"])
+        return rule, f"{where}: unknown key (known: {known})"
     if kind == "missing":
         return rule, f"{where}: missing"
     if kind == "string_pattern_mismatch":
@@ -647,8 +668,22 @@ def parse_jobs(
             )
         elif isinstance(name, str):
             first_index[name] = index
+        fields_given = dict(entry)
+        if "preset" in fields_given:
+            preset = fields_given.pop("preset")
+            base = PRESET_JOBS.get(preset) if isinstance(preset, str) else None
+            if base is None:
+                problems.append(
+                    (
+                        "jobs.unknown_preset",
+                        f"{label}, field 'preset': {preset!r} is not a preset "
+                        f"(known: {', '.join(PRESET_JOBS)})",
+                    )
+                )
+                continue
+            fields_given = {**preset_sizes(base), **fields_given}
         try:
-            model = _JobModel.model_validate(dict(entry))
+            model = _JobModel.model_validate(fields_given)
         except ValidationError as exc:
             problems += [_describe(index, entry, error) for error in exc.errors()]
             continue

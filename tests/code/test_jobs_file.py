@@ -347,3 +347,78 @@ def test_a_yaml_syntax_error_is_one_line_saying_where(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"jobs\.yaml_syntax") as caught:
         load_jobs(path)
     assert "line 4, column 1" in str(caught.value) and "\n" not in str(caught.value)
+
+
+# --- presets ----------------------------------------------------------------------------------
+
+
+def test_a_preset_gives_its_sizes_and_the_job_keeps_its_own(tmp_path: Path) -> None:
+    from hulk.jobs import PRESET_JOBS
+
+    path = tmp_path / "jobs.yaml"
+    path.write_text(
+        "jobs:\n"
+        "- {name: mine, preset: GPT-2-1.5B, tokens: 1.0e9, priority: 2}\n"
+        "- {name: wide, preset: BERT-large, global_batch: 512, iterations: 10}\n",
+        encoding="utf-8",
+    )
+    mine, wide = load_jobs(path)
+    gpt2, bert = PRESET_JOBS["GPT-2-1.5B"], PRESET_JOBS["BERT-large"]
+    assert mine == Job(**{**job_to_dict(gpt2), "name": "mine", "priority": 2, "iterations": 1908})
+    assert mine.iterations == math.ceil(1e9 / (gpt2.global_batch * gpt2.seq_len))
+    assert (wide.global_batch, wide.micro_batch, wide.layers) == (512, bert.micro_batch, 24)
+    # What the store and the placements keep is the expanded job: it reads back as itself.
+    records = [job_to_dict(job) for job in (mine, wide)]
+    assert all("preset" not in record for record in records)
+    assert parse_jobs({"jobs": records}) == [mine, wide]
+
+
+@pytest.mark.parametrize("preset", ["GPT-3", "gpt-2-1.5b", "3", "null", "[BERT-large]"])
+def test_a_preset_that_is_no_preset_is_refused_naming_the_known_ones(
+    tmp_path: Path, preset: str
+) -> None:
+    path = write(tmp_path, f"name: P, preset: {preset}, iterations: 5")
+    message = refused(path, "jobs.unknown_preset", "job 1 ('P')", "preset")
+    assert "known: OPT-175B, T5-11B" in message
+
+
+def test_a_preset_job_s_own_fields_are_checked_like_any_job_s(tmp_path: Path) -> None:
+    # A size the job gives against the preset's: the rule between the fields names the field.
+    path = write(tmp_path, "name: P, preset: BERT-large, micro_batch: 1024")
+    refused(path, "jobs.micro_batch_too_large", "job 1 ('P')", "micro_batch")
+    refused(write(tmp_path, "preset: BERT-large"), "jobs.missing_key", "job 1", "name")
+    path = write(tmp_path, "name: P, preset: BERT-large, layerz: 3")
+    assert "preset" in refused(path, "jobs.unknown_key", "job 1 ('P')", "layerz")
+    path = tmp_path / "twice.yaml"
+    path.write_text("jobs:\n- name: P\n  preset: BERT-large\n  preset: T5-11B\n", encoding="utf-8")
+    refused(path, "jobs.duplicate_key", "job 1 ('P')", "preset")
+
+
+def test_a_preset_job_is_submitted_and_listed_with_its_sizes(tiny: Path, tmp_path: Path) -> None:
+    path = write(tmp_path, "name: P, preset: BERT-large, iterations: 100")
+    submitted = runner.invoke(app, ["jobs", "submit", str(path), "--data", str(tiny)])
+    assert submitted.exit_code == 0, submitted.output
+    listed = runner.invoke(app, ["jobs", "list", "--data", str(tiny), "--json"])
+    assert listed.exit_code == 0, listed.output
+    (record,) = [json.loads(line) for line in listed.output.splitlines()]
+    assert record["job"] == "P" and record["iterations"] == 100
+    from hulk.job_store import JobStore
+    from hulk.jobs import PRESET_JOBS
+    from hulk.stages.scheduling import jobs_db
+
+    with JobStore(jobs_db(tiny)) as store:
+        state = store.get("P")
+    bert = PRESET_JOBS["BERT-large"]
+    assert state is not None
+    assert state.job == Job(**{**job_to_dict(bert), "name": "P", "iterations": 100})
+
+
+def test_the_contracts_example_jobs_file_is_a_valid_one(tmp_path: Path) -> None:
+    contracts = Path(__file__).resolve().parents[2] / "docs" / "contracts.md"
+    section = contracts.read_text(encoding="utf-8").split("## Jobs file", 1)[1]
+    example = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    path = tmp_path / "jobs.yaml"
+    path.write_text(example, encoding="utf-8")
+    gpt2, bert = load_jobs(path)
+    assert (gpt2.name, gpt2.iterations, gpt2.min_memory_gb) == ("GPT-2-1.5B", 20000, 24.0)
+    assert (bert.layers, bert.global_batch, bert.iterations) == (24, 512, 7630)
