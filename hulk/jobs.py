@@ -163,11 +163,10 @@ class Job:
         return -(-self.global_batch // self.micro_batch)
 
 
-def _job_problems(job: Job) -> list[str]:
-    problems = []
-    if not isinstance(job.name, str) or not NAME_PATTERN.fullmatch(job.name):
-        problems.append(f"name {job.name!r} must match [A-Za-z0-9._-]+")
-    sizes = {
+def model_sizes(job: Job) -> dict[str, float | int]:
+    """The sizes that make `job`'s model (not its name, priority, length or times): what a
+    jobs-file entry's ``preset`` fills in."""
+    sizes: dict[str, float | int] = {
         "params_b": job.params_b,
         "layers": job.layers,
         "hidden": job.hidden,
@@ -177,6 +176,14 @@ def _job_problems(job: Job) -> list[str]:
     }
     if job.min_memory_gb is not None:
         sizes["min_memory_gb"] = job.min_memory_gb
+    return sizes
+
+
+def _job_problems(job: Job) -> list[str]:
+    problems = []
+    if not isinstance(job.name, str) or not NAME_PATTERN.fullmatch(job.name):
+        problems.append(f"name {job.name!r} must match [A-Za-z0-9._-]+")
+    sizes = model_sizes(job)
     if job.iterations is not None:
         sizes["iterations"] = job.iterations
     problems += [p for key, value in sizes.items() if (p := _size_problem(key, value))]
@@ -292,22 +299,6 @@ PRESET_JOBS: dict[str, Job] = {
 # The paper's two scenarios: the first four models together; all six together.
 PAPER_MIX_4: tuple[str, ...] = ("OPT-175B", "T5-11B", "GPT-2-1.5B", "BERT-large")
 PAPER_MIX_6: tuple[str, ...] = (*PAPER_MIX_4, "RoBERTa-large", "XLNet-large")
-
-
-def preset_sizes(job: Job) -> dict[str, float | int]:
-    """The sizes a jobs-file entry's ``preset`` fills in: `job`'s model, not its name, priority
-    or length."""
-    sizes: dict[str, float | int] = {
-        "params_b": job.params_b,
-        "layers": job.layers,
-        "hidden": job.hidden,
-        "seq_len": job.seq_len,
-        "global_batch": job.global_batch,
-        "micro_batch": job.micro_batch,
-    }
-    if job.min_memory_gb is not None:
-        sizes["min_memory_gb"] = job.min_memory_gb
-    return sizes
 
 
 def preset_jobs(names: Iterable[str]) -> list[Job]:
@@ -681,7 +672,7 @@ def parse_jobs(
                     )
                 )
                 continue
-            fields_given = {**preset_sizes(base), **fields_given}
+            fields_given = {**model_sizes(base), **fields_given}
         try:
             model = _JobModel.model_validate(fields_given)
         except ValidationError as exc:
