@@ -33,17 +33,18 @@ remaining iterations) and the waiting ones. Times are seconds from now. `schedul
    data-parallel replicas as often as its run stays within `share_slack` of the plan's: the
    machines a job gains little from start the next job sooner.
 3. **Orders tried**: shortest remaining work first (work = iterations × the job's seconds per
-   iteration on the whole free fleet), arrival order and, when a job has a deadline, earliest
-   deadline first, each within
-   priority (higher first; displaced jobs before all). The schedule kept has the fewest missed
+   iteration on every usable machine, busy or not), arrival order and, when a job has a
+   deadline, earliest deadline first, each within priority (higher first; displaced jobs
+   before all). The schedule kept has the fewest missed
    deadlines, then the lowest mean completion time (finish − submitted, over the jobs with a
    length), then the earliest end of the whole queue.
 4. **Moves that pay for themselves** (up to `max_moves_per_run` per run), each kept only when
    the whole schedule's mean completion time, the move's cost included, drops by more than
    `move_gain`: a running job moves onto its machines plus the ones no running job holds
    (idle, or about to start a waiting job, which is then scheduled again); or a running job
-   with more work left than some waiting job of its priority or higher needs (the most work
-   left first, up to `preempt_candidates` tried) stops and waits in line like any other job,
+   with more work left (on its own plan) than some waiting job of its priority or higher needs
+   (on its plan on the whole fleet; the most work left first, up to `preempt_candidates`
+   tried) stops and waits in line like any other job,
    so that shorter work runs on its machines first (shortest remaining work first, as far as
    it pays). A job needing several machines is rarely helped by one stop, so for each of the
    `preempt_candidates` waiting jobs with the least work, the running jobs on the machines of
