@@ -7,8 +7,9 @@ order. The strategies are a table (`STRATEGIES`: name → function), so a new on
   one per job, running side by side (schedule ``concurrent``); a job that fits the fleet but
   not the machines left is ``queued``. A job that the whole fleet can never host stops the run
   with the teacher's `InputError`.
-* ``gnn`` — the trained model; until a champion model is registered it is a clear error
-  ("no champion model yet: run `hulk train`").
+* ``gnn`` — the trained model: it needs the champion model, so it runs through
+  `hulk.gnn.model_placements` (as `hulk assign --strategy gnn` does); here it is a clear error
+  (``assign.needs_model``) naming that function.
 * ``A``, ``B``, ``C`` — the paper's baselines (`hulk.baselines`, docs/design.md#baselines).
   Each uses the WHOLE fleet for every job, so the jobs run one after another (schedule
   ``sequential``). The
@@ -81,7 +82,10 @@ from hulk.settings import Settings
 
 Strategy = Callable[[Sequence[Job], Fleet, Settings, int], list[JobPlacement]]
 
-NO_MODEL = "no champion model yet: run `hulk train`"
+NEEDS_MODEL = (
+    "the gnn strategy needs the champion model: hulk.gnn.model_placements runs it (as "
+    "`hulk assign --strategy gnn` does), place_jobs does not"
+)
 
 
 # --- helpers ----------------------------------------------------------------------------------
@@ -224,8 +228,9 @@ def _whole_fleet_system(name: str) -> Strategy:
 
 
 def _gnn(jobs: Sequence[Job], fleet: Fleet, settings: Settings, seed: int) -> list[JobPlacement]:
-    """The trained GNN + Algorithm 1 (not available until a champion model is registered)."""
-    raise InputError(None, "assign.no_model", NO_MODEL)
+    """The trained GNN + Algorithm 1: it needs the model, which `hulk.gnn.model_placements`
+    takes; without one this is the error saying so."""
+    raise InputError(None, "assign.needs_model", NEEDS_MODEL)
 
 
 def _teacher(
@@ -243,15 +248,13 @@ STRATEGIES: dict[str, Strategy] = {
 
 
 def check_strategy(strategy: str) -> None:
-    """`InputError` for an unknown strategy, or one that cannot run yet (gnn without a model)."""
+    """`InputError` for an unknown strategy (the registry answers whether a champion exists)."""
     if strategy not in STRATEGIES:
         raise InputError(
             None,
             "assign.unknown_strategy",
             f"--strategy {strategy!r} is not one of auto, {', '.join(STRATEGIES)}",
         )
-    if strategy == "gnn":  # until the GNN issue: then check for a registered champion here
-        raise InputError(None, "assign.no_model", NO_MODEL)
 
 
 def place_jobs(

@@ -29,9 +29,9 @@ remaining iterations) and the waiting ones. Times are seconds from now. `schedul
    remaining × iteration_s``. The job then leaves the fastest kind of machine of that option
    when a plan without it, at the same start, takes at most `leave_fastest_slack` longer: jobs
    that gain little from the fastest machines leave them to the jobs that gain most
-   (heterogeneity-aware allocation). While other jobs wait, it then halves its plan's
-   data-parallel replicas as often as its run stays within `share_slack` of the plan's: the
-   machines a job gains little from start the next job sooner.
+   (heterogeneity-aware allocation). While other jobs wait (two or more in the run's line),
+   it then halves its plan's data-parallel replicas as often as its run stays within
+   `share_slack` of the plan's: the machines a job gains little from start the next job sooner.
 3. **Orders tried**: shortest remaining work first (work = iterations × the job's seconds per
    iteration on every usable machine, busy or not), arrival order and, when a job has a
    deadline, earliest deadline first, each within priority (higher first; displaced jobs
@@ -39,8 +39,10 @@ remaining iterations) and the waiting ones. Times are seconds from now. `schedul
    deadlines, then the lowest mean completion time (finish − submitted, over the jobs with a
    length), then the earliest end of the whole queue.
 4. **Moves that pay for themselves** (up to `max_moves_per_run` per run), each kept only when
-   the whole schedule's mean completion time, the move's cost included, drops by more than
-   `move_gain`: a running job moves onto its machines plus the ones no running job holds
+   it misses no more deadlines, leaves no job's finish unknown that was known, and the whole
+   schedule's mean completion time, the move's cost included, drops by more than `move_gain`
+   (of the moves accepted, the best schedule as in step 3): a running job moves onto its
+   machines plus the ones no running job holds
    (idle, or about to start a waiting job, which is then scheduled again); or a running job
    with more work left (on its own plan) than some waiting job of its priority or higher needs
    (on its plan on the whole fleet; the most work left first, up to `preempt_candidates`

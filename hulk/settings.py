@@ -286,7 +286,8 @@ class SchedulerSettings(Section):
     # machines free (`hulk.planner.plan_job`'s `fleet_windows`): with the fastest machines busy,
     # windows grown from the free ones alone miss groups the fleet's windows hold.
     fleet_windows: bool = True
-    # Wait this long for another assign run holding the data folder's assign lock.
+    # Wait this long for any of the data folder's locks (nightly, assign, publish) that another
+    # run holds.
     lock_timeout_s: PositiveFloat = 600.0
 
 

@@ -68,8 +68,7 @@ def run(
     unreachable: list[Finding] = []
     if strategy == "auto":  # the GNN once a champion model is registered, else the teacher
         strategy, unreachable = _auto_strategy(settings)
-    if strategy != "gnn":  # the GNN's own check is loading the champion
-        check_strategy(strategy)
+    check_strategy(strategy)  # a gnn run's own check is loading the champion
     out_dir = out_dir or settings.assign.placements_dir
     seed = settings.seed if seed is None else seed
     from hulk.folder_lock import folder_lock

@@ -475,7 +475,7 @@ class CurrentFleet:
     @classmethod
     def load(cls, data_dir: Path, settings: Settings) -> CurrentFleet:
         fleet, inventory, links = load_fleet(data_dir, settings)
-        graph = model_graph(data_dir, settings)  # what assign will give the model
+        graph = model_graph(data_dir, settings)  # the graph step's tensors of this fleet
         return cls(fleet, inventory, links, graph, data_dir / TRAINING_DIR)
 
 

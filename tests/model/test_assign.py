@@ -122,8 +122,8 @@ def test_every_job_carries_whole_fleet_baselines() -> None:
         assert set(placement.baselines) == {"A", "B", "C"}
 
 
-def test_gnn_without_a_model_is_a_clear_error() -> None:
-    with pytest.raises(InputError, match=r"no champion model yet: run `hulk train`"):
+def test_gnn_without_a_model_names_the_function_that_takes_one() -> None:
+    with pytest.raises(InputError, match=r"\[assign\.needs_model\].*hulk\.gnn\.model_placements"):
         place_jobs([SMALL], fleet_of([1], [2]), "gnn", SETTINGS, 0)
 
 
