@@ -14,7 +14,34 @@ class HulkError(Exception):
 
 
 class ConfigError(HulkError):
-    """params.yaml (or an option) names an unknown key or holds a value of the wrong type."""
+    """params.yaml (or an option) names an unknown key or holds a value of the wrong type.
+
+    With a `rule`, it reads as an `InputError` does (``FILE: [rule] what is wrong``), every
+    problem of `problems` on a line of its own under it."""
+
+    def __init__(
+        self,
+        message: str,
+        rule: str | None = None,
+        path: str | Path | None = None,
+        problems: Sequence[str] = (),
+    ) -> None:
+        self.message = message
+        self.rule = rule
+        self.path = None if path is None else str(path)
+        self.problems = list(problems)
+        super().__init__(self.render())
+
+    def __reduce__(self) -> tuple:
+        return (type(self), (self.message, self.rule, self.path, self.problems))
+
+    def render(self) -> str:
+        if self.rule is None:
+            return self.message
+        where = f"{self.path}: " if self.path else ""
+        return "\n".join(
+            [f"{where}[{self.rule}] {self.message}", *(f"  {p}" for p in self.problems)]
+        )
 
 
 class InputError(HulkError):

@@ -881,8 +881,9 @@ def _name_taken(have: JobState, job: Job) -> str | None:
         return None
     if have.source != FROM_FILE and have.state not in DONE:
         return (
-            f"{job.name}: the job store holds a different job of that name, submitted with "
-            "`hulk jobs submit`; rename the file's job, or cancel the other"
+            f"{job.name}: the job store holds a {have.state} job of that name with another "
+            f"spec ({', '.join(_changed(have.job, job))}), submitted with `hulk jobs submit`; "
+            "rename the file's job, or cancel the other"
         )
     if have.state == FINISHED or (have.state == CANCELLED and have.reason != WITHDRAWN):
         return (

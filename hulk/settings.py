@@ -696,15 +696,21 @@ def _describe(error: ErrorDetails) -> str:
 def settings_from_dict(raw: dict, source: str = "params") -> Settings:
     """Build settings from a plain dict, naming every bad key in one error."""
     if not isinstance(raw, dict):
-        raise ConfigError(f"{source}: expected a mapping at the top level")
+        raise ConfigError(
+            "expected a mapping of sections at the top level", "settings.not_a_mapping", source
+        )
     # YAML reads 'data_dir: data' as a string; paths are the one lenient field.
     if isinstance(raw.get("data_dir"), str):
         raw = {**raw, "data_dir": Path(raw["data_dir"])}
     try:
         settings = Settings.model_validate(raw)
     except ValidationError as exc:
-        problems = "\n".join(f"  {_describe(e)}" for e in exc.errors())
-        raise ConfigError(f"{source}: invalid settings\n{problems}") from None
+        problems = [_describe(e) for e in exc.errors()]
+        if len(problems) == 1:
+            raise ConfigError(problems[0], "settings.invalid", source) from None
+        raise ConfigError(
+            f"{len(problems)} settings are invalid:", "settings.invalid", source, problems
+        ) from None
     # A data_dir of its own: the paths left at their data/… defaults follow it.
     return settings.with_data_dir(settings.data_dir)
 
@@ -717,9 +723,11 @@ def load_settings(path: str | Path = DEFAULT_PARAMS) -> Settings:
     try:
         raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_ParamsLoader) or {}
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 text: {exc.reason}") from None
+        raise ConfigError(f"not UTF-8 text: {exc.reason}", "settings.encoding", path) from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {yaml_error_line(exc)}") from None
+        raise ConfigError(
+            f"not valid YAML: {yaml_error_line(exc)}", "settings.yaml", path
+        ) from None
     return settings_from_dict(raw, source=str(path))
 
 

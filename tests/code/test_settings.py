@@ -24,6 +24,30 @@ def test_unknown_key_is_named(tmp_path: Path) -> None:
         load_settings(params)
 
 
+def test_bad_settings_read_file_rule_and_every_problem(tmp_path: Path) -> None:
+    params = tmp_path / "params.yaml"
+    params.write_text("scheduler:\n  move_gain: -1\n")
+    with pytest.raises(ConfigError) as one:
+        load_settings(params)
+    assert str(one.value) == (
+        f"{params}: [settings.invalid] scheduler.move_gain: Input should be greater than or "
+        "equal to 0 (got -1)"
+    )
+    params.write_text("scheduler:\n  move_gain: -1\n  wait_gain: x\ngenerate:\n  dayz: 3\n")
+    with pytest.raises(ConfigError) as three:
+        load_settings(params)
+    head, *problems = str(three.value).splitlines()
+    assert head == f"{params}: [settings.invalid] 3 settings are invalid:"
+    assert [p.split(":")[0].strip() for p in problems] == [
+        "generate.dayz",
+        "scheduler.move_gain",
+        "scheduler.wait_gain",
+    ]
+    params.write_text("- a list\n")
+    with pytest.raises(ConfigError, match=r"\[settings\.not_a_mapping\]"):
+        load_settings(params)
+
+
 def test_mistyped_value_is_named() -> None:
     with pytest.raises(ConfigError, match=r"ingest\.window_days"):
         settings_from_dict({"ingest": {"window_days": "ninety"}})
@@ -65,7 +89,9 @@ def test_inverted_range_is_rejected() -> None:
 def test_invalid_yaml_names_the_file(tmp_path: Path) -> None:
     params = tmp_path / "params.yaml"
     params.write_text("seed: [unclosed\n")
-    with pytest.raises(ConfigError, match=r"params\.yaml: not valid YAML: line 2, column 1") as e:
+    with pytest.raises(
+        ConfigError, match=r"params\.yaml: \[settings\.yaml\] not valid YAML: line 2, column 1"
+    ) as e:
         load_settings(params)
     assert "\n" not in str(e.value)  # one line, saying where
 
@@ -89,7 +115,7 @@ def test_a_key_given_twice_is_refused_not_the_last_kept(
 def test_a_file_that_is_not_utf8_is_named(tmp_path: Path) -> None:
     params = tmp_path / "params.yaml"
     params.write_bytes(b"\xff\xfeseed: 7\n")
-    with pytest.raises(ConfigError, match=r"params\.yaml: not UTF-8 text"):
+    with pytest.raises(ConfigError, match=r"params\.yaml: \[settings\.encoding\] not UTF-8 text"):
         load_settings(params)
 
 
