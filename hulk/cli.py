@@ -759,7 +759,10 @@ def assign(
         out_dir=out_dir,
         seed=seed,
     )
-    _print_assignment(result, started)
+    elsewhere = out_dir is not None and (
+        out_dir.resolve() != settings.assign.placements_dir.resolve()
+    )
+    _print_assignment(result, started, elsewhere)
 
 
 @app.command()
@@ -795,7 +798,11 @@ def publish(
     out.print(f"[green]✓[/green] published {escape(run_id)}: MLflow run {mlflow_run}, latest.png")
 
 
-def _print_assignment(result: StepResult[AssignSummary], started: float) -> None:
+def _print_assignment(
+    result: StepResult[AssignSummary], started: float, elsewhere: bool = False
+) -> None:
+    """The assign step's tables and lines; `elsewhere`: its placements went to a folder other
+    than the data folder's (--out), which `hulk publish` does not publish."""
     from hulk.assign import schedule_of
 
     summary = result.summary
@@ -804,7 +811,12 @@ def _print_assignment(result: StepResult[AssignSummary], started: float) -> None
     _makespan(summary.makespan_s, schedule_of(summary.strategy))
     if summary.queue is not None:
         _queue_lines(summary.queue)
-    if summary.queue is not None and not summary.kept_latest:
+    if summary.queue is not None and not summary.kept_latest and elsewhere:
+        out.print(
+            "    not published (MLflow run, latest.png): written outside the data folder's "
+            "placements (--out), which `hulk publish` and the assign flow publish"
+        )
+    elif summary.queue is not None and not summary.kept_latest:
         out.print(
             "    not yet published (MLflow run, latest.png): `hulk publish`, or the assign "
             "flow's next run"

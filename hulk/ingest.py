@@ -146,7 +146,7 @@ def discover_logs(logs: Path) -> LogSet:
     """
     logs = Path(logs)
     if not logs.is_dir():
-        raise InputError(logs, "no-log-files", "the log folder does not exist or is not a folder")
+        raise InputError(logs, "logs.no_files", "the log folder does not exist or is not a folder")
 
     def find(suffix: str) -> list[Path]:
         found = (p for p in logs.rglob(f"*{suffix}") if p.is_file())
@@ -164,7 +164,7 @@ def discover_logs(logs: Path) -> LogSet:
         )
     if not parquet and not csv_files:
         raise InputError(
-            logs, "no-log-files", "no *.parquet or *.csv log files anywhere under the folder"
+            logs, "logs.no_files", "no *.parquet or *.csv log files anywhere under the folder"
         )
     fmt: LogFormat = "parquet" if parquet else "csv"
     files = tuple(LogFile(p, _day_of(p, logs)) for p in (parquet or csv_files))

@@ -51,7 +51,7 @@ def log_batches(logs_dir: Path) -> tuple[list[LogBatch], str]:
     try:
         log_set = discover_logs(Path(logs_dir))
     except InputError as exc:
-        if exc.rule == "no-log-files" and Path(logs_dir).is_dir():
+        if exc.rule == "logs.no_files" and Path(logs_dir).is_dir():
             return [], "parquet"  # an empty folder: reported as an empty window
         raise
     logs_dir = Path(logs_dir)

@@ -260,6 +260,12 @@ def test_a_new_data_folder_gets_the_demo_jobs_and_assign_schedules_them(tmp_path
         assert result.exit_code == 0, f"{step}: {result.output}"
     latest = json.loads((data / "placements" / "latest.json").read_text())
     assert {job["job"] for job in latest["jobs"]} == set(PAPER_MIX_4)
+    assert "`hulk publish`, or the assign flow's next run" in " ".join(result.output.split())
+    # Placements written elsewhere (--out) are not what `hulk publish` publishes: it says so.
+    other = invoke("--params", params, "assign", "--data", data, "--out", tmp_path / "other")
+    assert other.exit_code == 0, other.output
+    said = " ".join(other.output.split())
+    assert "outside the data folder's placements (--out)" in said and "not yet" not in said
     # The user's own jobs file is never replaced.
     jobs.write_text("jobs: []\n")
     assert invoke("--params", params, "generate", "--data", data).exit_code == 0

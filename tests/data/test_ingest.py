@@ -443,10 +443,10 @@ def test_plain_and_streaming_pandas_agree(tmp_path: Path) -> None:
 def test_no_log_files(tmp_path: Path, ingest, impl) -> None:
     (tmp_path / "logs" / "day=2026-11-20").mkdir(parents=True)
     (tmp_path / "logs" / "README.txt").write_text("nothing here")
-    with pytest.raises(InputError, match=r"logs: \[no-log-files\]") as err:
+    with pytest.raises(InputError, match=r"logs: \[logs\.no_files\]") as err:
         impl(tmp_path / "logs", inventory(1, 2), ingest)
     assert err.value.path == str(tmp_path / "logs")
-    with pytest.raises(InputError, match=r"\[no-log-files\]"):
+    with pytest.raises(InputError, match=r"\[logs\.no_files\]"):
         impl(tmp_path / "missing", inventory(1, 2), ingest)
 
 
