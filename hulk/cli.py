@@ -647,7 +647,11 @@ def _table(
     )
     for i, (header, width) in enumerate(zip(headers, widths, strict=True)):
         justify: Literal["left", "right"] = "right" if header in right else "left"
-        if header in fold or (i == 0 and name_folds):
+        if i == 0 and name_folds:  # held to its share: rich would keep more of a long name
+            table.add_column(
+                header, overflow="fold", min_width=width, max_width=width, justify=justify
+            )
+        elif header in fold:
             table.add_column(header, overflow="fold", min_width=width, justify=justify)
         else:
             table.add_column(header, no_wrap=True, min_width=width, justify=justify)
@@ -1069,7 +1073,7 @@ def jobs_list(
             cells.append(_utc_short(r["deadline"]) + (" [red]✗[/red]" if late else ""))
         body.append(cells)
     title = f"jobs at {now:%Y-%m-%d %H:%M}Z (times UTC; a finish to come is estimated)"
-    table = _table(title, headers, body, fold=("machines", "done"))
+    table = _table(title, headers, body, fold=("state", "machines", "done"))
     out.print(table)
     for r in records:
         if r["reason"] and r["state"] != "running":

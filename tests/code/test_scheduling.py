@@ -845,7 +845,10 @@ def test_jobs_list_marks_the_deadlines_the_last_schedule_misses(tiny: Path, tmp_
     jobs = write_jobs(tmp_path / "jobs.yaml", *longs, hurry)
     run = dict(jobs_file=jobs, strategy="teacher", out_dir=tiny / "placements")  # --data's
     stage.run(tiny, settings, now=now, **run)
-    write_jobs(jobs, *longs, hurry, spec("late", "BERT-large", iterations=1_000, deadline=soon))
+    # A job the fleet can never hold is "queued, infeasible": the widest state of the table.
+    never = spec("OPT-175B-never", "OPT-175B", iterations=1_000)
+    late = spec("late", "BERT-large", iterations=1_000, deadline=soon)
+    write_jobs(jobs, *longs, hurry, late, never)
     result = stage.run(tiny, settings, now=now + dt.timedelta(minutes=1), **run)
     doc = json.loads(result.outputs["latest"].read_text())
     assert by_job(doc)["late"]["action"] == "wait" and doc["queue"]["missed_deadlines"] == 2
