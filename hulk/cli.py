@@ -437,7 +437,8 @@ def _run_nightly(ctx: typer.Context, data: Path, total: float) -> None:
             "Prefect UI",
             f"{api.removesuffix('/api')} (this run)"
             if api
-            else "prefect server start  → http://127.0.0.1:4200 "
+            else "PREFECT_SERVER_ANALYTICS_ENABLED=false prefect server start  → "
+            "http://127.0.0.1:4200 "
             f"(this run used a temporary API over the local Prefect database, {_prefect_home()}: "
             "the server shows it with its artifacts)",
         ),
