@@ -138,7 +138,12 @@ def main(
         if given and not Path(params).is_file():
             # Only the default params.yaml may be absent (the defaults then); a mistyped
             # --params would run every command on the defaults without a word.
-            raise ConfigError(f"{params}: --params names no settings file")
+            raise ConfigError(
+                "no settings file here: --params names a file that is not there (without "
+                "--params, ./params.yaml or the defaults)",
+                "settings.missing_file",
+                params,
+            )
         ctx.obj = load_settings(params)
     except HulkError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}")
@@ -1011,7 +1016,12 @@ def _store(ctx: typer.Context, data: Path | None, create: bool = False) -> Itera
     path = jobs_db(settings.data_dir)
     lock: AbstractContextManager[Any] = nullcontext()
     if create or path.exists():
-        lock = folder_lock(settings.data_dir, "assign", settings.scheduler.lock_timeout_s)
+        lock = folder_lock(
+            settings.data_dir,
+            "assign",
+            settings.scheduler.lock_timeout_s,
+            holder=f"hulk jobs {ctx.info_name}",
+        )
     with lock:
         if create:
             check_store_present(settings.data_dir, [settings.assign.placements_dir])

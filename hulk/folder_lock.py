@@ -50,11 +50,19 @@ def is_refusal(exc: BaseException | None) -> bool:
 
 @contextmanager
 def folder_lock(
-    data_dir: Path, name: str, timeout_s: float, poll_s: float = 0.2, *, nested: bool = False
+    data_dir: Path,
+    name: str,
+    timeout_s: float,
+    poll_s: float = 0.2,
+    *,
+    nested: bool = False,
+    holder: str | None = None,
 ) -> Iterator[None]:
     """Hold the data folder's lock `name` for the block; wait up to `timeout_s` for it (a
     warning on this module's logger when the wait begins, naming the lock and its holder).
-    With `nested`, a lock this thread already holds is held on instead.
+    With `nested`, a lock this thread already holds is held on instead. `holder` says what
+    takes it (default: "NAME run"), written beside the pid for whoever waits for it: the assign
+    lock is also taken by `hulk jobs` commands and `hulk replan`.
 
     Raises `InputError` (rule ``lock.timeout``) naming the lock file and its holder when it
     stays taken, ``lock.unwritable`` when the lock file cannot be made (`is_refusal`).
@@ -80,15 +88,16 @@ def folder_lock(
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
-                holder = os.pread(handle, 200, 0).decode(errors="replace").strip()
+                held_by = os.pread(handle, 200, 0).decode(errors="replace").strip()
                 if not told and timeout_s > 0:
                     # Said once, so that a command waiting minutes for a nightly is not taken
                     # for a hung one (the CLI prints this logger's warnings).
                     _log.warning(
-                        "waiting for %s: another %s run holds the data folder (%s); up to %g s",
+                        "waiting for %s: another run holds the data folder's %s lock (%s); up "
+                        "to %g s",
                         path,
                         name,
-                        holder or "holder unknown",
+                        held_by or "holder unknown",
                         timeout_s,
                     )
                     told = True
@@ -96,11 +105,12 @@ def folder_lock(
                     raise InputError(
                         path,
                         "lock.timeout",
-                        f"another {name} run holds the data folder ({holder or 'holder unknown'})"
-                        f"; waited {timeout_s:g} s",
+                        f"another run holds the data folder's {name} lock "
+                        f"({held_by or 'holder unknown'}); waited {timeout_s:g} s",
                     ) from None
                 time.sleep(poll_s)
-        stamp = f"pid {os.getpid()} since {dt.datetime.now(dt.UTC):%Y-%m-%dT%H:%M:%SZ}"
+        label = holder or f"{name} run"
+        stamp = f"pid {os.getpid()}, {label}, since {dt.datetime.now(dt.UTC):%Y-%m-%dT%H:%M:%SZ}"
         try:
             os.ftruncate(handle, 0)
             os.pwrite(handle, stamp.encode(), 0)

@@ -45,6 +45,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import os
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -419,8 +420,11 @@ class JobStore:
     def __enter__(self) -> JobStore:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: object, exc: BaseException | None, trace: object) -> None:
         self.close()
+        refused = None if exc is None else _write_refused(exc, self.path)
+        if refused is not None:
+            raise refused from None
 
     def close(self) -> None:
         if hasattr(self, "db"):
@@ -894,9 +898,37 @@ def _name_taken(have: JobState, job: Job) -> str | None:
     return None
 
 
+def _write_refused(exc: BaseException, path: Path) -> InputError | None:
+    """The error for a write SQLite refused as "attempt to write a readonly database", naming
+    what refused it: the store's file system is read-only (``io.read_only``), or this user may
+    not write the store or its folder, where SQLite keeps its journal (``io.permission_denied``).
+    None for any other error. SQLite's own text says "readonly" for all three."""
+    if not (isinstance(exc, sqlite3.OperationalError) and "readonly database" in str(exc)):
+        return None
+    try:
+        read_only = bool(os.statvfs(path.parent).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    if read_only:
+        reason = "the file system is read-only"
+        where = path
+    elif path.exists() and not os.access(path, os.W_OK):
+        reason = "permission denied (the file is not writable)"
+        where = path
+    else:
+        reason = "permission denied (its folder, where SQLite writes its journal, is not writable)"
+        where = path.parent
+    rule = "io.read_only" if read_only else "io.permission_denied"
+    return InputError(where, rule, f"cannot write the job store: {reason}; nothing was changed")
+
+
 def _busy_or(exc: sqlite3.DatabaseError, path: Path) -> InputError:
     """The error for a store SQLite refused: held by another process (``jobs_db.busy``: try
-    again), or not a job store (``jobs_db.readable``)."""
+    again), a write the storage refuses (`_write_refused`), or not a job store
+    (``jobs_db.readable``)."""
+    refused = _write_refused(exc, path)
+    if refused is not None:
+        return refused
     if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
         return InputError(
             path,

@@ -1299,8 +1299,8 @@ def _reachable_pools(
     have = float(fleet.memory_bytes[active].sum())
     if have < need / MEMORY_SLACK:
         return Cost.infeasible(
-            f"{job.name} needs {need / GB:.0f} GB; its {len(active)} active machine(s) have "
-            f"{have / GB:.0f} GB"
+            f"{job.name} needs {need / GB:.0f} GB; the {len(active)} active machine(s) it may "
+            f"use have {have / GB:.0f} GB"
         )
     usable = active[(ctx.cap(active) > 0) & (fleet.compute_flops[active] > 0)]
     held = int(ctx.cap(usable).sum())

@@ -172,7 +172,7 @@ def run(
     )
     # The published placements are the assign lock's (`hulk.folder_lock`): whether jobs run,
     # and latest.json with them, are read and written while no assign run is writing them.
-    with folder_lock(data_dir, "assign", settings.scheduler.lock_timeout_s):
+    with folder_lock(data_dir, "assign", settings.scheduler.lock_timeout_s, holder="replan run"):
         running = running_jobs(data_dir, out_dir)
         path = pl.write_placements(doc, out_dir, publish=not running)
     return StepResult(

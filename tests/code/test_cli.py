@@ -417,7 +417,8 @@ def test_a_params_file_that_is_not_there_is_an_error_not_the_defaults(tmp_path: 
     missing = tmp_path / "parms.yaml"  # mistyped
     result = invoke("--params", missing, "jobs", "list", "--data", tmp_path)
     assert result.exit_code == 2, result.output
-    assert f"{missing}: --params names no settings file" in " ".join(result.output.split())
+    said = " ".join(result.output.split())
+    assert f"{missing}: [settings.missing_file] no settings file here: --params names" in said
 
 
 def test_validate_refuses_a_capability_without_a_peak_figure(generated: Path, params: Path) -> None:

@@ -477,6 +477,48 @@ def test_reading_a_folder_without_a_job_store_creates_nothing(tmp_path: Path) ->
     assert jobs_command(folder, "cancel", "a")[0] == 0
 
 
+def test_a_job_command_waited_for_is_named_as_the_lock_holder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The assign lock is taken by `hulk jobs` commands too: whoever waits reads which."""
+    import threading
+
+    from hulk.folder_lock import folder_lock
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    assert (
+        jobs_command(
+            folder, "submit", str(write_jobs(tmp_path / "a.yaml", spec("a", "BERT-large")))
+        )[0]
+        == 0
+    )
+    said: list[str] = []
+
+    def waiter() -> None:
+        try:
+            with folder_lock(folder, "assign", 0.2):
+                said.append("taken")
+        except InputError as exc:
+            said.append(str(exc))
+
+    cancel = JobStore.cancel
+
+    def cancel_while_another_waits(self: JobStore, *args: object, **kwargs: object) -> object:
+        other = threading.Thread(target=waiter)
+        other.start()
+        other.join()
+        return cancel(self, *args, **kwargs)
+
+    monkeypatch.setattr(JobStore, "cancel", cancel_while_another_waits)
+    assert jobs_command(folder, "cancel", "a")[0] == 0
+    assert (
+        len(said) == 1
+        and "[lock.timeout] another run holds the data folder's assign lock" in said[0]
+    )
+    assert ", hulk jobs cancel, since " in said[0], said
+
+
 @pytest.mark.parametrize(("done", "shown"), [("1.5", "1.5"), ("2", "2"), ("999.25", "999.25")])
 def test_progress_says_what_it_stored(data: Path, done: str, shown: str) -> None:
     code, output = jobs_command(data, "progress", "run", done)

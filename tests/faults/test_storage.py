@@ -189,3 +189,46 @@ def test_full_disk_import_hulk(tmp_path: Path) -> None:
         mount,
     )
     _check(output, ("io.disk_full",), mount)
+
+
+def _without_root_override() -> list[str]:
+    """The prefix that runs a command without root's right to write any file (so that a chmod
+    binds it, as it binds every other user), or none when not root."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip(
+            "running as root, where chmod does not stop writes, and no setpriv to drop that"
+        )
+    return ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--"]
+
+
+@pytest.mark.parametrize("unwritable", ["file", "folder"])
+def test_a_job_store_this_user_may_not_write(tmp_path: Path, unwritable: str) -> None:
+    """SQLite calls every refused write "readonly": a store whose file (or folder, where its
+    journal goes) this user may not write is named, as a permission, not a read-only disk."""
+    prefix = _without_root_override()
+    data = tmp_path / "data"
+    data.mkdir()
+    jobs = tmp_path / "a.yaml"
+    jobs.write_text("jobs:\n- {name: a, preset: BERT-large, iterations: 100}\n")
+    assert invoke("jobs", "submit", jobs, "--data", data).exit_code == 0
+    store = data / "jobs" / "jobs.db"
+    before = store.read_bytes()
+    target = store if unwritable == "file" else store.parent
+    mode = stat.S_IMODE(target.stat().st_mode)
+    target.chmod(mode & ~0o222)
+    try:
+        run = subprocess.run(
+            [*prefix, HULK, "jobs", "cancel", "a", "--data", str(data)],
+            capture_output=True,
+            text=True,
+            env=os.environ | {"COLUMNS": "400"},
+        )
+    finally:
+        target.chmod(mode)
+    said = " ".join(run.stderr.split())
+    assert run.returncode == 2, said
+    assert "Traceback" not in said
+    assert f"error: {target}: [io.permission_denied] cannot write the job store" in said, said
+    assert store.read_bytes() == before

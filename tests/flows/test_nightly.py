@@ -178,8 +178,8 @@ def _refused_the_lock(caplog: pytest.LogCaptureFixture, state, data: Path, lock:
 
     assert state.is_failed()
     assert state.message.startswith(
-        f"{lock_path(data, lock)}: [lock.timeout] another {lock} run holds the data folder "
-        f"(pid {os.getpid()} since "
+        f"{lock_path(data, lock)}: [lock.timeout] another run holds the data folder's {lock} lock "
+        f"(pid {os.getpid()}, {lock} run, since "
     ), state.message
     with pytest.raises(InputError) as raised:  # what the command line or a parent flow gets
         state.result()
@@ -418,8 +418,8 @@ def test_nightly_on_a_folder_another_nightly_holds_fails_in_one_line(tmp_path: P
     output = run.stdout + run.stderr
     assert run.returncode == 2, output
     message = (
-        f"{lock_path(data, 'nightly')}: [lock.timeout] another nightly run holds the data folder "
-        f"(pid {os.getpid()} since "
+        f"{lock_path(data, 'nightly')}: [lock.timeout] another run holds the data folder's "
+        f"nightly lock (pid {os.getpid()}, nightly run, since "
     )
     assert f"error: {message}" in output  # the command line's line
     assert "Finished in state Failed(" in output  # the flow run failed, its message that line
