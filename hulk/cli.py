@@ -1137,7 +1137,11 @@ def jobs_submit(
     jobs = load_jobs(jobs_file)
     with _store(ctx, data, create=True) as store:
         names = store.submit(jobs, _now(), file=jobs_file)
-    out.print(f"[green]✓[/green] submitted {', '.join(names)}")
+    if names:
+        out.print(f"[green]✓[/green] submitted {', '.join(names)}")
+    unchanged = [job.name for job in jobs if job.name not in names]
+    if unchanged:  # the same spec again: a retried submit changes nothing
+        out.print(f"[green]✓[/green] already submitted, unchanged: {', '.join(unchanged)}")
 
 
 @jobs_app.command("cancel")

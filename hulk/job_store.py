@@ -637,22 +637,35 @@ class JobStore:
         source: str = FROM_CLI,
         file: Path | None = None,
     ) -> list[str]:
-        """Submit new jobs (`InputError` naming `file`, the jobs file they came from, and any
-        name the store already holds); returns their names. A job's ``submitted_at`` defaults
-        to `now`."""
+        """Submit new jobs; returns the names of those it added. A job's ``submitted_at``
+        defaults to `now`. A job the store already holds with the same spec, still waiting or
+        running, is left as it is (submitting again is no error: a retried command changes
+        nothing). `InputError` (``jobs.name_taken``) naming `file`, the jobs file they came
+        from, for any other name the store holds: its state, and the keys that differ."""
         known = self._states([job.name for job in jobs])
-        taken = [job.name for job in jobs if job.name in known]
+        taken: list[str] = []
+        again: set[str] = set()
+        for job in jobs:
+            if job.name not in known:
+                continue
+            have = self.get(job.name)
+            changed = [] if have is None else _changed(have.job, job)
+            if have is not None and not changed and have.state in (*WAITING, RUNNING):
+                again.add(job.name)
+                continue
+            differ = f"; another spec: {', '.join(changed)} differ" if changed else ""
+            taken.append(f"{job.name} ({known[job.name]}{differ})")
         if taken:
-            states = ", ".join(f"{n} ({known[n]})" for n in taken)
             raise InputError(
                 file or self.path,
                 "jobs.name_taken",
-                f"job name(s) already in the store {self.path}: {states}; use a new name",
+                f"job name(s) already in the store {self.path}: {'; '.join(taken)}; use a new name",
             )
+        added = [job for job in jobs if job.name not in again]
         with self.transaction():
-            for job in jobs:
+            for job in added:
                 self.put(_new_state(job, source, now), "submitted", f"from {source}")
-        return [job.name for job in jobs]
+        return [job.name for job in added]
 
     def sync_file(
         self, jobs: Sequence[Job], now: dt.datetime, source: str | Path | None = None

@@ -431,6 +431,9 @@ def test_a_jobs_file_job_named_like_a_finished_one_is_the_same_job_or_an_error(
         bert = load_jobs(write_jobs(tmp_path / "b.yaml", spec("bert", "BERT-large")))[0]
         store.submit([bert], T0)
         store.cancel("bert", T0)
+        # Submitted again, even as it was, a cancelled job is not run again.
+        with pytest.raises(InputError, match=r"jobs\.name_taken.*bert \(cancelled\); use a new"):
+            store.submit([bert], T0)
         assert store.sync_file([bert], T0) == {
             "submitted": [],
             "updated": [],

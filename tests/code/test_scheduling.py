@@ -477,8 +477,20 @@ def test_jobs_commands(tiny: Path, tmp_path: Path) -> None:
     )
     ok = runner.invoke(app, ["jobs", "submit", str(jobs), "--data", str(tiny)])
     assert ok.exit_code == 0, ok.output
+    # The same spec again (a retried command) changes nothing; another spec under the name is
+    # refused, naming the job's state and the keys that differ.
     again = runner.invoke(app, ["jobs", "submit", str(jobs), "--data", str(tiny)])
-    assert again.exit_code == 2 and f"{jobs}: [jobs.name_taken]" in again.output
+    assert again.exit_code == 0, again.output
+    assert "already submitted, unchanged: extra" in again.output
+    other = write_jobs(
+        tmp_path / "other.yaml",
+        spec("extra", "BERT-large", tokens=2e9, deadline="2099-01-01T00:00:00Z"),
+    )
+    refused = runner.invoke(app, ["jobs", "submit", str(other), "--data", str(tiny)])
+    said = " ".join(refused.output.split())
+    assert refused.exit_code == 2, said
+    assert f"{other}: [jobs.name_taken]" in said
+    assert "extra (submitted; another spec: iterations differ)" in said
     listed = runner.invoke(app, ["jobs", "list", "--data", str(tiny), "--json"])
     record = json.loads(listed.output)
     assert record["job"] == "extra" and record["state"] == "submitted"
