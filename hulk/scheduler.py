@@ -718,7 +718,7 @@ def _place_one(
     if start > 0:
         waits_for = timeline.holders(nodes.tolist(), start)
         action = WAIT
-        why = not_now or "it finishes sooner on them than on the machines free now"
+        why = not_now or "it finishes sooner on them than by starting now"
         reason = f"waits for the machines of {', '.join(waits_for)}: {why}"
         if start <= release:
             reason = "submitted for later: it starts no sooner than its submitted_at"

@@ -485,7 +485,7 @@ def test_a_job_starts_now_when_waiting_gains_little() -> None:
     # The fast machine frees after a fifth of the job's work: waiting for it finishes sooner.
     patient = decide(2_000, 0.0)
     assert patient.action == WAIT and patient.nodes == (0,) and patient.start_s > 0
-    assert (patient.reason or "").endswith("finishes sooner on them than on the machines free now")
+    assert (patient.reason or "").endswith("finishes sooner on them than by starting now")
     # Within `wait_gain` of that, the job starts now on the slower machine instead.
     eager = decide(2_000, 0.15)
     assert eager.action == START and eager.nodes == (1,) and eager.start_s == 0.0
