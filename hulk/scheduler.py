@@ -29,9 +29,11 @@ remaining iterations) and the waiting ones. Times are seconds from now. `schedul
    remaining × iteration_s``. The job then leaves the fastest kind of machine of that option
    when a plan without it, at the same start, takes at most `leave_fastest_slack` longer: jobs
    that gain little from the fastest machines leave them to the jobs that gain most
-   (heterogeneity-aware allocation). While other jobs wait (two or more in the run's line),
-   it then halves its plan's data-parallel replicas as often as its run stays within
-   `share_slack` of the plan's: the machines a job gains little from start the next job sooner.
+   (heterogeneity-aware allocation). When a job comes after it in the order, it then takes its
+   plan or the plan with its data-parallel replicas halved (as often as its run stays within
+   `share_slack` of the plan's), whichever gives its finish plus the next job's (placed after
+   it) the lower sum: the machines a job gains little from start the next job sooner, where
+   that job can use them.
 3. **Orders tried**: shortest remaining work first (work = iterations × the job's seconds per
    iteration on every usable machine, busy or not), arrival order and, when a job has a
    deadline, earliest deadline first, each within priority (higher first; displaced jobs
@@ -534,6 +536,12 @@ class _Timeline:
         self.spans: list[list[tuple[float, float, str]]] = [[] for _ in range(len(usable))]
         self.committed: set[int] = set()  # machines with a commitment (few, on large fleets)
 
+    def copy(self) -> _Timeline:
+        other = _Timeline(self.usable)
+        other.spans = [list(spans) for spans in self.spans]
+        other.committed = set(self.committed)
+        return other
+
     def reserve(self, nodes: Sequence[int], start: float, end: float, job: str) -> None:
         for n in nodes:
             self.spans[n].append((start, end, job))
@@ -602,10 +610,9 @@ def _list_schedule(
         ends = math.inf if decision.finish_s is None else decision.finish_s
         timeline.reserve(decision.nodes, 0.0, ends, run.job.name)
         decisions.append(decision)
-    for job in order:
-        decision = _place_one(
-            fleet, usable, timeline, job, settings, planner, others_wait=len(order) > 1
-        )
+    for i, job in enumerate(order):
+        after = order[i + 1] if i + 1 < len(order) else None
+        decision = _place_one(fleet, usable, timeline, job, settings, planner, after=after)
         decision = replace(decision, deadline_s=deadlines.get(job.job.name))
         if decision.nodes and decision.start_s is not None:
             ends = math.inf if decision.finish_s is None else decision.finish_s
@@ -629,12 +636,13 @@ def _place_one(
     job: Waiting,
     settings: SchedulerSettings,
     planner: _Planner,
-    others_wait: bool = False,
+    after: Waiting | None = None,
 ) -> Decision:
     """The earliest-finishing option of one waiting job (module docstring, step 2): starting
     now, when the machines of its plan on the whole fleet are free for as long as it needs (no
     planning needed), and at the times machines free up in between, in the gaps other jobs'
-    commitments leave."""
+    commitments leave. `after`: the next job in line, which the job may leave machines to
+    (`_fewer_replicas`)."""
 
     def length(plan: Plan | None, cost: Cost, nodes: Sequence[int]) -> tuple[float, float]:
         """(overhead, seconds from start to finish) of the job on a plan."""
@@ -709,9 +717,18 @@ def _place_one(
         length,
         settings,
     )
-    if others_wait:
+    if after is not None:
         plan, cost, nodes, overhead, finish = _fewer_replicas(
-            fleet, job, start, (plan, cost, nodes, overhead, finish), length, settings
+            fleet,
+            usable,
+            timeline,
+            job,
+            after,
+            start,
+            (plan, cost, nodes, overhead, finish),
+            length,
+            settings,
+            planner,
         )
     waits_for: tuple[str, ...] = ()
     reason = None
@@ -836,24 +853,30 @@ _Option = tuple[
 
 def _fewer_replicas(
     fleet: Fleet,
+    usable: np.ndarray,
+    timeline: _Timeline,
     job: Waiting,
+    after: Waiting,
     start: float,
     chosen: _Option,
     length: Callable[[Plan | None, Cost, Sequence[int]], tuple[float, float]],
     settings: SchedulerSettings,
+    planner: _Planner,
 ) -> _Option:
-    """The `chosen` plan with its data-parallel replicas halved (rounding up) as often as the
-    run stays within `share_slack` of the chosen one; else `chosen`. Called while other jobs
-    wait: past a few replicas a job gains little from more machines (each replica adds an
-    allreduce peer for a smaller share of the batch), and the machines it leaves start the
-    next job sooner — the fleet's throughput under contention (Pollux, Sia)."""
+    """The `chosen` plan, or the same plan with its data-parallel replicas halved (rounding up)
+    as often as the run stays within `share_slack` of the chosen one's, whichever gives this
+    job's finish plus that of `after` (the next job in line, placed after it) the lower sum
+    (ties: the more replicas). Past a few replicas a job gains little from more machines, and
+    the machines it leaves start the next job sooner — the fleet's throughput under contention
+    (Pollux, Sia) — where that job can use them: on a fleet of alike machines they are what it
+    waits for; on a mixed one they are often machines it would not run on."""
     plan, _, _, _, finish = chosen
     if settings.share_slack <= 0 or plan is None or job.remaining is None:
         return chosen
-    if not math.isfinite(finish):
+    if plan.data_parallel <= 1 or not math.isfinite(finish):
         return chosen
     limit = (1 + settings.share_slack) * (finish - start)
-    best = chosen
+    options = [chosen]
     replicas = plan.data_parallel
     while replicas > 1:
         replicas = (replicas + 1) // 2
@@ -864,7 +887,18 @@ def _fewer_replicas(
         overhead, run = length(fewer, cost, fewer.nodes)
         if run > limit:
             break
-        best = (fewer, cost, np.asarray(fewer.nodes, np.int64), overhead, start + run)
+        options.append((fewer, cost, np.asarray(fewer.nodes, np.int64), overhead, start + run))
+    if len(options) == 1:
+        return chosen
+    best, best_sum = chosen, math.inf
+    for option in options:
+        trial = timeline.copy()
+        trial.reserve(option[2].tolist(), start, option[4], job.job.name)
+        following = _place_one(fleet, usable, trial, after, settings, planner)
+        if following.finish_s is None:
+            continue
+        if option[4] + following.finish_s < best_sum:
+            best, best_sum = option, option[4] + following.finish_s
     return best
 
 

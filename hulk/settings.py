@@ -278,10 +278,11 @@ class SchedulerSettings(Section):
     # sooner (in seconds from now) than starting now on the machines free now: the later start
     # is a forecast that shorter work arriving meanwhile pushes back. 0: the earliest finish.
     wait_gain: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.15
-    # A job starting while other jobs wait takes fewer data-parallel replicas of its plan
-    # (halved, as long as its run stays within this share of the plan's): machines a job gains
-    # little from serve the jobs waiting after it. 0: every job takes its whole plan.
-    share_slack: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.25
+    # A job starting with another after it in line may take fewer data-parallel replicas of
+    # its plan (halved, as long as its run stays within this share of the plan's) when that
+    # and the next job's finishes sum lower: machines a job gains little from serve the jobs
+    # waiting after it. 0: every job takes its whole plan.
+    share_slack: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 1.0
     # The scheduler's planner also searches the whole fleet's candidate sets restricted to the
     # machines free (`hulk.planner.plan_job`'s `fleet_windows`): with the fastest machines busy,
     # windows grown from the free ones alone miss groups the fleet's windows hold.

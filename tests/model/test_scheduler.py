@@ -529,6 +529,22 @@ def test_a_job_leaves_replicas_it_gains_little_from_to_a_waiting_one() -> None:
     assert len(decide(0.3, line[:1]).decisions[0].nodes) == 8
 
 
+def test_a_job_keeps_its_replicas_when_the_next_job_cannot_use_the_machines_it_would_leave() -> None:
+    # The same two-replica BERT-large plan, but the next job in line needs 1,600 GB: more than
+    # the 4 machines one replica would leave (1,280 GB). It waits for all 8 either way, so
+    # fewer replicas would only finish both later.
+    fleet = one_site(8)
+    big = Job(**{**PRESET_JOBS["OPT-175B"].__dict__, "name": "big", "params_b": 100.0})
+    first = Job(**{**BERT.__dict__, "name": "BERT-first"})
+    line = [Waiting(first, 10_000, -10.0), Waiting(big, 10, 0.0)]
+    settings = SchedulerSettings(share_slack=0.3, max_moves_per_run=0)
+    found = schedule(fleet, [], line, settings, planner(fleet))
+    assert found.order == "shortest-first"
+    bert, waiting = named(found, "BERT-first"), named(found, "big")
+    assert bert.action == START and len(bert.nodes) == 8
+    assert waiting.action == WAIT and waiting.start_s == pytest.approx(bert.finish_s)
+
+
 def test_a_running_job_moves_onto_a_fast_machine_a_waiting_job_would_take() -> None:
     fleet = fast_and_slow()
     stuck = running_on(fleet, BERT, [1], remaining=100_000)  # on the machine 100× slower
