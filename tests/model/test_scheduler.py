@@ -529,7 +529,7 @@ def test_a_job_leaves_replicas_it_gains_little_from_to_a_waiting_one() -> None:
     assert len(decide(0.3, line[:1]).decisions[0].nodes) == 8
 
 
-def test_a_job_keeps_its_replicas_when_the_next_job_cannot_use_the_machines_it_would_leave() -> None:
+def test_a_job_keeps_its_replicas_when_the_next_job_cannot_use_the_machines_left() -> None:
     # The same two-replica BERT-large plan, but the next job in line needs 1,600 GB: more than
     # the 4 machines one replica would leave (1,280 GB). It waits for all 8 either way, so
     # fewer replicas would only finish both later.
