@@ -728,7 +728,7 @@ def _report_hulk_only(runs: list[dict], days: float, overrides: dict[str, object
     changed = ", ".join(f"{k}={v}" for k, v in overrides.items()) or "params.yaml as it is"
     print(f"Hulk alone, {days:g} days, scheduler: {changed}")
     header = f"{'seed':>7}{'jobs':>6}{'Hulk':>10}{'alone':>9}{'(a)':>10}{'vs (a)':>8}"
-    print(f"{header}{'moves':>7}{'shared':>8}")
+    print(f"{header}{'moves':>7}{'shared':>8}{'sched max':>11}")
     for run in runs:
         hulk = run["hulk"]
         mean = hulk["mean_completion_s"]
@@ -738,6 +738,7 @@ def _report_hulk_only(runs: list[dict], days: float, overrides: dict[str, object
             f"{_draw(run):>7}{run['arrivals']:>6}{_hours(mean):>10}"
             f"{_hours(run['alone_mean_completion_s']):>9}{cells[0]:>10}{cells[1]:>8}"
             f"{hulk['moves_for_gain']:>7}{hulk['shared_machine_runs']:>8}"
+            f"{hulk['scheduling_s_max']:>9.2f} s"
         )
     for run in runs:
         if run.get("cannot_hold"):
