@@ -713,14 +713,16 @@ def _summary(label: str, runs: list[dict]) -> None:
         )
 
 
-def _report_hulk_only(runs: list[dict], days: float, overrides: dict[str, object]) -> None:
+def _report_hulk_only(
+    runs: list[dict], days: float, overrides: dict[str, object], preset: str
+) -> None:
     """Hulk's mean completion per seed, beside (a)'s from the last full run that had the seed
-    (days must match); nothing is written."""
+    (its days and fleet preset must match); nothing is written."""
     recorded: dict[str, float] = {}
     last = ROOT / "bench" / "out" / "scheduler.json"
     if last.exists():
         record = json.loads(last.read_text())
-        if record.get("days") == days:
+        if record.get("days") == days and record.get("preset") == preset:
             recorded = {
                 _draw(row): float(row["replaced_mean_completion_s"])
                 for row in record.get("seeds", [])
@@ -824,7 +826,7 @@ def main() -> None:
             )
         )
     if args.hulk_only:
-        _report_hulk_only(runs, args.days, overrides)
+        _report_hulk_only(runs, args.days, overrides, settings.generate.preset)
         return
     big = None if args.skip_big else _big_runs(settings, seed, args.big_params)
 
@@ -860,6 +862,7 @@ def main() -> None:
     record = {
         "seed": seed,
         "days": args.days,
+        "preset": settings.generate.preset,
         **{key: runs[0][key] for key in ("hulk", "replaced", "sequential")},
         "big": big,
         "checks": checks,
