@@ -136,6 +136,9 @@ def brief(summary: Summary) -> dict[str, Any]:
     return {k: v for k, v in summary.to_dict().items() if not isinstance(v, list | dict)}
 
 
+_SERVER_START_TIMEOUT_S = 180  # seconds to wait for the temporary Prefect server to answer
+
+
 @contextmanager
 def prefect_api() -> Iterator[str]:
     """The Prefect API for this process and the processes it starts (Dask workers).
@@ -157,7 +160,9 @@ def prefect_api() -> Iterator[str]:
     )
 
     server = SubprocessASGIServer()
-    server.start()
+    # On a fresh machine the server first creates and migrates its database, which takes
+    # longer than Prefect's 20-s default wait: the first `make main` would fail.
+    server.start(timeout=_SERVER_START_TIMEOUT_S)
     os.environ["PREFECT_API_URL"] = server.api_url
     if server.server_process is not None:
         _stop_with_this_process(server.server_process.pid)
