@@ -529,55 +529,99 @@ def _best_order(
 class _Timeline:
     """Each machine's commitments as intervals [start, end) with their job: running jobs from
     now, scheduled ones from their start. A waiting job may use a machine in a gap before a
-    later commitment when it finishes before that commitment starts (backfilling)."""
+    later commitment when it finishes before that commitment starts (backfilling).
+
+    Kept as flat arrays of spans (machine, start, end, job): a run asks the timeline hundreds
+    of thousands of questions and reserves a few dozen times, so each question is a few array
+    operations over the spans rather than a loop over machines."""
 
     def __init__(self, usable: np.ndarray) -> None:
         self.usable = usable
-        self.spans: list[list[tuple[float, float, str]]] = [[] for _ in range(len(usable))]
-        self.committed: set[int] = set()  # machines with a commitment (few, on large fleets)
+        self._nodes: list[int] = []
+        self._starts: list[float] = []
+        self._ends: list[float] = []
+        self._jobs: list[str] = []
+        self._arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def copy(self) -> _Timeline:
         other = _Timeline(self.usable)
-        other.spans = [list(spans) for spans in self.spans]
-        other.committed = set(self.committed)
+        other._nodes = list(self._nodes)
+        other._starts = list(self._starts)
+        other._ends = list(self._ends)
+        other._jobs = list(self._jobs)
+        other._arrays = self._arrays  # never changed in place: rebuilt after a reserve
         return other
 
     def reserve(self, nodes: Sequence[int], start: float, end: float, job: str) -> None:
         for n in nodes:
-            self.spans[n].append((start, end, job))
-            self.committed.add(int(n))
+            self._nodes.append(int(n))
+            self._starts.append(float(start))
+            self._ends.append(float(end))
+            self._jobs.append(job)
+        self._arrays = None
+
+    def _spans(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(machines, starts, ends) of every commitment."""
+        if self._arrays is None:
+            self._arrays = (
+                np.asarray(self._nodes, np.int64),
+                np.asarray(self._starts, float),
+                np.asarray(self._ends, float),
+            )
+        return self._arrays
+
+    def busy_during(self, start: float, end: float) -> np.ndarray:
+        """A mask of the machines committed somewhere in [start, end)."""
+        nodes, starts, ends = self._spans()
+        busy = np.zeros(len(self.usable), bool)
+        busy[nodes[(starts < end) & (start < ends)]] = True
+        return busy
 
     def free_at(self, moment: float) -> np.ndarray:
         """Usable machines no commitment holds at `moment`."""
+        nodes, starts, ends = self._spans()
         free = self.usable.copy()
-        for n in self.committed:
-            if any(a <= moment < b for a, b, _ in self.spans[n]):
-                free[n] = False
+        free[nodes[(starts <= moment) & (moment < ends)]] = False
         return free
 
     def clashes(self, nodes: Sequence[int], start: float, end: float) -> list[int]:
         """The machines of `nodes` committed somewhere in [start, end)."""
-        return [n for n in nodes if any(a < end and start < b for a, b, _ in self.spans[n])]
+        if not self._nodes:
+            return []
+        asked = np.asarray(nodes, np.int64)
+        return asked[self.busy_during(start, end)[asked]].tolist()
 
     def ends(self) -> np.ndarray:
         """The times commitments end, after now (finite only), ascending."""
-        found = {b for n in self.committed for _, b, _ in self.spans[n] if 0 < b < math.inf}
-        return np.asarray(sorted(found), float)
+        ends = self._spans()[2]
+        return np.unique(ends[(ends > 0) & (ends < math.inf)])
 
     def earliest(self, nodes: Sequence[int], length: float) -> float:
         """The earliest start at which `nodes` are free for `length` seconds."""
-        for start in [0.0, *sorted({b for n in nodes for _, b, _ in self.spans[n]})]:
-            if math.isfinite(start) and not self.clashes(nodes, start, start + length):
+        spans, starts, ends = self._spans()
+        on = np.isin(spans, np.asarray(nodes, np.int64))
+        starts, ends = starts[on], ends[on]
+        for start in [0.0, *np.unique(ends).tolist()]:
+            if math.isfinite(start) and not ((starts < start + length) & (start < ends)).any():
                 return start
         return math.inf
 
     def holders(self, nodes: Sequence[int], before: float) -> tuple[str, ...]:
         """The jobs whose commitments on `nodes` end after now and by `before`."""
-        return tuple(sorted({job for n in nodes for _, b, job in self.spans[n] if 0 < b <= before}))
+        asked = set(int(n) for n in nodes)
+        return tuple(
+            sorted(
+                {
+                    job
+                    for n, b, job in zip(self._nodes, self._ends, self._jobs, strict=True)
+                    if n in asked and 0 < b <= before
+                }
+            )
+        )
 
     def endless(self) -> list[str]:
         """Jobs holding machines for good (no length)."""
-        return sorted({job for n in self.committed for _, b, job in self.spans[n] if b == math.inf})
+        return sorted({job for b, job in zip(self._ends, self._jobs, strict=True) if b == math.inf})
 
 
 def _list_schedule(
@@ -644,12 +688,22 @@ def _place_one(
     commitments leave. `after`: the next job in line, which the job may leave machines to
     (`_fewer_replicas`)."""
 
+    moving: dict[tuple[int, tuple[int, ...]], tuple[Plan | None, float]] = {}
+
     def length(plan: Plan | None, cost: Cost, nodes: Sequence[int]) -> tuple[float, float]:
         """(overhead, seconds from start to finish) of the job on a plan."""
         overhead = 0.0
         prev = job.resumes_from
         if prev is not None:
-            overhead = move_cost(job.job, fleet, prev.nodes, prev.plan, plan, nodes, settings)
+            # The same plans are weighed at several starts: their move cost once each (the
+            # plan is kept beside it, so its id is not reused while this job is placed).
+            key = (id(plan), tuple(int(n) for n in nodes))
+            if key not in moving:
+                moving[key] = (
+                    plan,
+                    move_cost(job.job, fleet, prev.nodes, prev.plan, plan, nodes, settings),
+                )
+            overhead = moving[key][1]
         if job.remaining is None:
             return overhead, math.inf
         return overhead, overhead + job.remaining * cost.iteration_s
@@ -963,12 +1017,10 @@ def _option_at(
 
     def fits(plan: Plan, cost: Cost) -> bool:
         nodes = list(plan.nodes)
+        if not free[nodes].all():  # first: a resuming job's length weighs its checkpoint's move
+            return False
         overhead, seconds = length(plan, cost, nodes)
-        return (
-            math.isfinite(overhead)
-            and bool(free[nodes].all())
-            and not timeline.clashes(nodes, start, start + seconds)
-        )
+        return math.isfinite(overhead) and not timeline.clashes(nodes, start, start + seconds)
 
     # A plan seen in this run for a job of the same sizes, on machines free for as long as it
     # needs (another job's plan on the machines it leaves, say): when it is as fast as the plan
@@ -1013,10 +1065,7 @@ def _planned_at(
         clash = timeline.clashes(nodes, start, start + seconds)
         if not clash:
             return plan, cost, np.asarray(nodes, np.int64), overhead, start + seconds
-        pool = np.asarray(
-            [n for n in pool.tolist() if not timeline.clashes([n], start, start + seconds)],
-            np.int64,
-        )
+        pool = pool[~timeline.busy_during(start, start + seconds)[pool]]
         if not len(pool):
             return None
     return None
