@@ -2,7 +2,8 @@
 run without one.
 
     .venv/bin/python bench/bench_scheduler.py [--seed S] [--seeds S1,S2,…] [--weeks N]
-                                              [--workers W] [--days D] [--skip-big]
+                                              [--only-weeks W1,W2,…] [--workers W]
+                                              [--days D] [--skip-big]
                                               [--big-params FILE] [--big-only]
                                               [--set KEY=VALUE …] [--hulk-only]
 
@@ -40,7 +41,8 @@ One week of arrivals is a noisy judge of a policy: a change of one decision casc
 days after it. ``--seeds`` adds other draws of the default preset's fleet and week (``--workers``
 of them side by side) and prints each seed's ratios, their geometric mean and how many meet the
 target; ``--weeks N`` adds N other weeks of arrivals and outages on the default fleet itself
-(week 0 is the default week). The checks printed above that table are the default week's.
+(week 0 is the default week); with ``--hulk-only``, ``--only-weeks 1,5`` runs just those weeks.
+The checks printed above that table are the default week's.
 
 Trying a change to the scheduler: ``--set KEY=VALUE`` (repeatable) overrides a ``scheduler``
 setting of params.yaml for Hulk's runs, and ``--hulk-only`` runs only Hulk's week on each seed
@@ -749,6 +751,22 @@ def _report_hulk_only(
     _report_models(runs[0]["by_model"])
 
 
+def _draws(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, seed: int
+) -> list[tuple[int, int]]:
+    """The (seed, week) draws the arguments name: the seed's default week first."""
+    if args.only_weeks is None:
+        seeds = [seed, *(s for s in args.seeds or [] if s != seed)]
+        return [(s, 0) for s in seeds] + [(seed, week) for week in range(1, args.weeks + 1)]
+    if not args.hulk_only:
+        parser.error("--only-weeks needs --hulk-only (a full run records the default week)")
+    if args.seeds or args.weeks:
+        parser.error("--only-weeks replaces --seeds and --weeks: give one or the other")
+    if any(week < 0 for week in args.only_weeks):
+        parser.error("--only-weeks: weeks are counted from 0 (the default week)")
+    return [(seed, week) for week in dict.fromkeys(args.only_weeks)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=None)
@@ -763,6 +781,13 @@ def main() -> None:
         type=int,
         default=0,
         help="more weeks of arrivals and outages on the default fleet itself, after the seeds",
+    )
+    parser.add_argument(
+        "--only-weeks",
+        type=lambda text: [int(v) for v in text.split(",")],
+        default=None,
+        help="with --hulk-only: only these weeks of the default fleet (comma-separated; 0 is "
+        "the default week), instead of the seeds and --weeks",
     )
     parser.add_argument("--workers", type=int, default=1, help="weeks run side by side")
     parser.add_argument("--days", type=float, default=7.0)
@@ -811,8 +836,7 @@ def main() -> None:
         for name, ok in checks.items():
             print(f"{'PASS' if ok else 'FAIL'}  {name}")
         return
-    seeds = [seed, *(s for s in args.seeds or [] if s != seed)]
-    draws = [(s, 0) for s in seeds] + [(seed, week) for week in range(1, args.weeks + 1)]
+    draws = _draws(parser, args, seed)
     with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
         runs = list(
             pool.map(
