@@ -24,18 +24,20 @@ Every 15 simulated minutes, while jobs remain:
 * **(b) one job after another** in arrival order, each on the whole fleet under the best of
   Systems A, B, C (a failure restarts it on the fleet as it is).
 
-Progress is the cost model's: a job computes at its plan's seconds per iteration on the fleet
-of the moment. Printed: mean job completion time (finish − arrival) of each, the ratios, the
-same per model of the mix (alone, Hulk and its wait before the first start, (a)),
-every job alone on the whole fleet from its arrival (its length on its best plan: no schedule
-of those plans does better, so (a) over it bounds what any scheduler gains against (a)), the
-moves of running jobs (after a failure / for a gain), and the assign runs' scheduling seconds
-(the scheduler's own decision time, `queue.scheduling_s`, and the whole step), how far the
-finish a job's users first read (its first run's ``finish_at``) lies from its finish, and how
-often the job store showed a machine held by two running jobs (never, on correct code). A second
-scenario times assign runs at 1,000 machines (``synthetic-1000``) with 20 jobs in the store;
-``--big-params bench/params-sites-10000.yaml`` times them at 10,000 machines instead (that
-file's fleet and settings; no target there); ``--big-only`` runs only them.
+Progress is the cost model's: a job computes at its plan's seconds per iteration on the fleet of the
+moment. Printed: mean job completion time (finish − arrival) of each, the ratios, the same per model
+of the mix (alone, Hulk and its wait before the first start, (a)), every job alone on the whole
+fleet from its arrival (its length on its best plan: no schedule of those plans does better, so (a)
+over it bounds what any scheduler gains against (a)), the offered load on the fleet's fastest kind
+of machine and every job alone without that kind (on a fleet whose best plans need a few fastest
+machines, those queue at any load: the price of missing them), the moves of running jobs (after a
+failure / for a gain), and the assign runs' scheduling seconds (the scheduler's own decision time,
+`queue.scheduling_s`, and the whole step), how far the finish a job's users first read (its first
+run's ``finish_at``) lies from its finish, and how often the job store showed a machine held by two
+running jobs (never, on correct code). A second scenario times assign runs at 1,000 machines
+(``synthetic-1000``) with 20 jobs in the store; ``--big-params bench/params-sites-10000.yaml`` times
+them at 10,000 machines instead (that file's fleet and settings; no target there); ``--big-only``
+runs only them.
 
 One week of arrivals is a noisy judge of a policy: a change of one decision cascades through the
 days after it. ``--seeds`` adds other draws of the default preset's fleet and week (``--workers``
@@ -192,6 +194,47 @@ def offered_load(work: Workload, plans: dict[str, tuple], machines: int) -> floa
             needed += len(plan.nodes) * (arrival.job.iterations or 0) * cost.iteration_s
     span = max(a.at_s for a in work.arrivals) if work.arrivals else 1.0
     return needed / (machines * max(span, 1.0))
+
+
+def fastest_kind_load(work: Workload, plans: dict[str, tuple], fleet: Fleet) -> tuple[int, float]:
+    """(machines of the fleet's fastest kind, offered load on them): the machine-hours the
+    jobs' best plans (`plans`) hold them over theirs while the jobs arrive. The fleet's offered
+    load hides a fleet whose best plans all need a few fastest machines (one, on
+    `synthetic-200`): those then queue, or the jobs run slower without them, at any load."""
+    speed = fleet.compute_flops
+    active = fleet.active_indices()
+    fastest = speed == speed[active].max()
+    count = int(fastest[active].sum())
+    needed = 0.0
+    for arrival in work.arrivals:
+        plan, cost = plans[arrival.job.name]
+        if plan is not None:
+            on = int(fastest[list(plan.nodes)].sum())
+            needed += on * (arrival.job.iterations or 0) * cost.iteration_s
+    span = max(a.at_s for a in work.arrivals) if work.arrivals else 1.0
+    return count, needed / (count * max(span, 1.0))
+
+
+def alone_without_fastest_s(work: Workload, fleet: Fleet, settings: Settings) -> float | None:
+    """Mean completion if every job started at its arrival alone on the fleet without its
+    fastest kind of machine (inf when a job then fits nowhere; None on a fleet of one kind):
+    what a job pays that finds those machines taken. One planning per preset, as
+    `whole_fleet_plans`."""
+    speed = fleet.compute_flops
+    active = fleet.active_indices()
+    others = active[speed[active] < speed[active].max()]
+    if not len(others):
+        return None
+    by_sizes: dict[tuple, float] = {}
+    lengths = []
+    for arrival in work.arrivals:
+        job = arrival.job
+        key = (job.params_b, job.layers, job.hidden, job.seq_len, job.global_batch)
+        if key not in by_sizes:
+            cost = plan_job(job, fleet, others, settings.planner)[1]
+            by_sizes[key] = cost.iteration_s if cost.feasible else math.inf
+        lengths.append((job.iterations or 0) * by_sizes[key])
+    return float(np.mean(lengths))
 
 
 def alone_mean_s(work: Workload, plans: dict[str, tuple]) -> float:
@@ -593,6 +636,12 @@ def run_seed(
     hulk["wall_s"] = time.perf_counter() - clock
     plans = whole_fleet_plans(fleet, work, settings)
     alone = alone_mean_s(work, plans)
+    fastest, fastest_load = fastest_kind_load(work, plans, fleet)
+    kinds = {
+        "fastest_machines": fastest,
+        "fastest_offered_load": fastest_load,
+        "alone_without_fastest_s": alone_without_fastest_s(work, fleet, settings),
+    }
     if hulk_only:
         return {
             "seed": seed,
@@ -600,6 +649,7 @@ def run_seed(
             "arrivals": len(work.arrivals),
             "cannot_hold": work.cannot_hold,
             "alone_mean_completion_s": alone,
+            **kinds,
             "hulk": hulk,
             "by_model": by_model(work, plans, hulk),
         }
@@ -618,6 +668,7 @@ def run_seed(
         "machines": fleet.n,
         "offered_load": offered_load(work, plans, len(fleet.active_indices())),
         "alone_mean_completion_s": alone,
+        **kinds,
         "ceiling_vs_replaced": today["mean_completion_s"] / alone,
         "hulk": hulk,
         "replaced": today,
@@ -632,6 +683,13 @@ def _hours(s: float) -> str:
     return f"{s / 3600:,.1f} h"
 
 
+def _without(s: float | None) -> str:
+    """`alone_without_fastest_s` as hours ("one kind": the fleet has no other kind)."""
+    if s is None:
+        return "one kind"
+    return _hours(s) if math.isfinite(s) else "some never fit"
+
+
 def _draw(run: dict) -> str:
     """A run's seed, and its week when not the seed's default one."""
     week = run.get("week", 0)
@@ -644,7 +702,8 @@ def _report(run: dict, days: float) -> dict[str, bool]:
     vs_a, vs_b = run["vs_replaced"], run["vs_sequential"]
     print(
         f"{run['arrivals']} jobs over {days:g} days, {run['outages']} outages, "
-        f"{run['machines']} machines, offered load {run['offered_load']:.2f}"
+        f"{run['machines']} machines, offered load {run['offered_load']:.2f} "
+        f"({run['fastest_offered_load']:.2f} on the {run['fastest_machines']} of the fastest kind)"
     )
     if run["cannot_hold"]:
         print(
@@ -665,6 +724,7 @@ def _report(run: dict, days: float) -> dict[str, bool]:
         f"{_hours(run['alone_mean_completion_s'])}, so no schedule of the planner's plans beats "
         f"(a) by more than {run['ceiling_vs_replaced']:.2f}x on these arrivals"
     )
+    print(f"every job alone without the fastest kind: {_without(run['alone_without_fastest_s'])}")
     gain, failure = hulk["moves_for_gain"], hulk["restarts_after_failure"]
     print(f"running jobs moved: Hulk {gain} for a gain, {failure} after a failure; ", end="")
     print(f"(a) {today['moves']} moves")
@@ -731,16 +791,21 @@ def _report_hulk_only(
             }
     changed = ", ".join(f"{k}={v}" for k, v in overrides.items()) or "params.yaml as it is"
     print(f"Hulk alone, {days:g} days, scheduler: {changed}")
-    header = f"{'seed':>7}{'jobs':>6}{'Hulk':>10}{'alone':>9}{'(a)':>10}{'vs (a)':>8}"
-    print(f"{header}{'moves':>7}{'shared':>8}{'sched max':>11}")
+    # "fast": the offered load on the fleet's fastest kind of machine; "no fastest": every job
+    # alone without it.
+    header = (
+        f"{'seed':>7}{'jobs':>6}{'fast':>6}{'Hulk':>10}{'alone':>9}{'no fastest':>11}{'(a)':>10}"
+    )
+    print(f"{header}{'vs (a)':>8}{'moves':>7}{'shared':>8}{'sched max':>11}")
     for run in runs:
         hulk = run["hulk"]
         mean = hulk["mean_completion_s"]
         replaced = recorded.get(_draw(run))
         cells = ("", "") if replaced is None else (_hours(replaced), f"{replaced / mean:.2f}x")
         print(
-            f"{_draw(run):>7}{run['arrivals']:>6}{_hours(mean):>10}"
-            f"{_hours(run['alone_mean_completion_s']):>9}{cells[0]:>10}{cells[1]:>8}"
+            f"{_draw(run):>7}{run['arrivals']:>6}{run['fastest_offered_load']:>6.2f}"
+            f"{_hours(mean):>10}{_hours(run['alone_mean_completion_s']):>9}"
+            f"{_without(run['alone_without_fastest_s']):>11}{cells[0]:>10}{cells[1]:>8}"
             f"{hulk['moves_for_gain']:>7}{hulk['shared_machine_runs']:>8}"
             f"{hulk['scheduling_s_max']:>9.2f} s"
         )
@@ -865,12 +930,14 @@ def main() -> None:
         print(f"{'PASS' if ok else 'FAIL'}  {name}")
     if len(runs) > 1:
         # One week of arrivals is a noisy judge of a policy: the same code on other draws.
-        # "alone": every job alone on the whole fleet from its arrival; "at most": (a) over it.
-        header = f"{'seed':>7}{'jobs':>6}{'load':>6}{'Hulk':>10}{'(a)':>10}{'alone':>9}"
+        # "alone": every job alone on the whole fleet from its arrival; "at most": (a) over it;
+        # "fast": the offered load on the fleet's fastest kind of machine.
+        header = f"{'seed':>7}{'jobs':>6}{'load':>6}{'fast':>6}{'Hulk':>10}{'(a)':>10}{'alone':>9}"
         print(f"\n{header}{'vs (a)':>8}{'at most':>9}{'vs (b)':>8}{'moves':>7}{'shared':>8}")
         for run in runs:
             print(
                 f"{_draw(run):>7}{run['arrivals']:>6}{run['offered_load']:>6.2f}"
+                f"{run['fastest_offered_load']:>6.2f}"
                 f"{_hours(run['hulk']['mean_completion_s']):>10}"
                 f"{_hours(run['replaced']['mean_completion_s']):>10}"
                 f"{_hours(run['alone_mean_completion_s']):>9}"
